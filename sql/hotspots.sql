@@ -1,0 +1,44 @@
+-- hotspots: GPU time per kernel name per source, hottest first (nsys stats cuda_gpu_kern_sum).
+--
+-- One row per (source_id, name) over all rows of `kernels`.
+-- Definition (identical to `nsys stats --report cuda_gpu_kern_sum`, which groups by the
+-- demangled name only, over all devices and streams of the capture):
+--   total_ns  = sum(end_ns - start_ns) of the kernels with this name in this source
+--   time_pct  = 100 * total_ns / (sum of total_ns over all kernel names of the source);
+--               a share of kernel time, not of wall time (nsys rounds it to 1 decimal, we do not)
+--   med_ns    = median; for an even count the mean of the two middle values
+--   stddev_ns = sample standard deviation (n - 1); 0 for a single instance
+-- Ordered by source_id, total_ns DESC, instances DESC, name.
+--
+-- Columns:
+--   source_id   INTEGER  the source (sources.source_id)
+--   time_pct    DOUBLE   share of the source's total kernel time, in percent
+--   total_ns    BIGINT   summed kernel duration, ns
+--   instances   BIGINT   number of kernel executions
+--   avg_ns      DOUBLE   mean duration, ns
+--   med_ns      DOUBLE   median duration, ns
+--   min_ns      BIGINT   shortest duration, ns
+--   max_ns      BIGINT   longest duration, ns
+--   stddev_ns   DOUBLE   sample standard deviation of the duration, ns
+--   name        VARCHAR  full (demangled) kernel name
+--   short_name  VARCHAR  base function name (kernels.short_name)
+CREATE OR REPLACE VIEW hotspots AS
+WITH per_name AS (
+    SELECT source_id,
+           name,
+           any_value(short_name)               AS short_name,
+           sum(dur_ns)::BIGINT                 AS total_ns,
+           count(*)                            AS instances,
+           avg(dur_ns)                         AS avg_ns,
+           quantile_cont(dur_ns, 0.5)          AS med_ns,
+           min(dur_ns)                         AS min_ns,
+           max(dur_ns)                         AS max_ns,
+           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+    FROM kernels
+    GROUP BY source_id, name
+)
+SELECT source_id,
+       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
+       total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name, short_name
+FROM per_name
+ORDER BY source_id, total_ns DESC, instances DESC, name;

@@ -1,0 +1,171 @@
+"""What every adapter shares: the row builders that turn rows into Arrow record batches of the
+unified schema, the accounting of converted and skipped rows, and the user-facing error type.
+
+An adapter is a class with ``FORMAT`` and a ``read(path, source_id, progress)`` generator that
+yields ``(table_name, pyarrow.RecordBatch)`` pairs and fills ``self.source`` (the `sources` row
+fields it knows) and ``self.accounting`` while it goes.  Adapters never touch DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Iterator
+
+import orjson
+import pyarrow as pa
+
+from .. import schema
+
+BATCH_ROWS = 65_536
+
+Progress = Callable[[int, int], None]  # (done, total) in adapter-defined units (bytes, rows)
+
+
+class TraceError(Exception):
+    """A problem with the input that the user must fix; printed as one line, no traceback."""
+
+    def __init__(self, path, what: str, todo: str = ""):
+        self.path, self.what, self.todo = str(path), what, todo
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        msg = f"{self.path}: {self.what}"
+        return f"{msg}; {self.todo}" if self.todo else msg
+
+
+class Accounting:
+    """Rows converted per table and rows skipped per reason (with one example each)."""
+
+    def __init__(self) -> None:
+        self.converted: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.examples: dict[str, str] = {}
+
+    def skip(self, reason: str, example=None, n: int = 1) -> None:
+        self.skipped[reason] += n
+        if reason not in self.examples and example is not None:
+            text = example if isinstance(example, str) else _json_text(example)
+            self.examples[reason] = text[:300]
+
+    @property
+    def total_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+
+def _json_text(obj) -> str:
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:
+        return repr(obj)
+
+
+def dumps_args(obj) -> str | None:
+    """JSON text of an args dict (None for empty). Ints beyond int64 survive as text."""
+    if not obj:
+        return None
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return orjson.dumps(obj, default=str).decode()
+
+
+class TableBuilder:
+    """Column-wise row buffer for one schema table; flushes a RecordBatch every BATCH_ROWS rows."""
+
+    def __init__(self, name: str, source_id: int, accounting: Accounting, batch_rows: int = BATCH_ROWS):
+        self.table = schema.table(name)
+        self.name = name
+        self.source_id = source_id
+        self.accounting = accounting
+        self.batch_rows = batch_rows
+        self.cols: dict[str, list] = {c: [] for c in self.table.column_names if c != "source_id"}
+        self.n = 0
+        self.min_start: int | None = None
+        self.max_end: int | None = None
+
+    def add(self, **row) -> None:
+        cols = self.cols
+        for k, v in row.items():
+            cols[k].append(v)
+        self.n += 1
+        if len(row) != len(cols):  # fill missing columns with NULL
+            for k, lst in cols.items():
+                if len(lst) < self.n:
+                    lst.append(None)
+
+    def full(self) -> bool:
+        return self.n >= self.batch_rows
+
+    def flush(self) -> pa.RecordBatch | None:
+        if not self.n:
+            return None
+        arrays = []
+        for f in self.table.arrow:
+            if f.name == "source_id":
+                arrays.append(pa.array([self.source_id] * self.n, pa.int32()))
+            else:
+                arrays.append(pa.array(self.cols[f.name], f.type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.table.arrow)
+        self._track_span(batch)
+        self.accounting.converted[self.name] += self.n
+        self.cols = {c: [] for c in self.cols}
+        self.n = 0
+        return batch
+
+    def _track_span(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        names = batch.schema.names
+        start = "start_ns" if "start_ns" in names else ("ts_ns" if "ts_ns" in names else None)
+        if start is None:
+            return
+        lo = pc.min(batch.column(start)).as_py()
+        hi = pc.max(batch.column("end_ns" if "end_ns" in names else start)).as_py()
+        if lo is not None:
+            self.min_start = lo if self.min_start is None else min(self.min_start, lo)
+        if hi is not None:
+            self.max_end = hi if self.max_end is None else max(self.max_end, hi)
+
+
+class Builders:
+    """One TableBuilder per data table, created on first use."""
+
+    def __init__(self, source_id: int, accounting: Accounting):
+        self.source_id = source_id
+        self.accounting = accounting
+        self._b: dict[str, TableBuilder] = {}
+
+    def __getitem__(self, name: str) -> TableBuilder:
+        b = self._b.get(name)
+        if b is None:
+            b = self._b[name] = TableBuilder(name, self.source_id, self.accounting)
+        return b
+
+    def ready(self) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """Batches of builders that are full (call often while reading)."""
+        for name, b in self._b.items():
+            if b.full():
+                yield name, b.flush()
+
+    def drain(self) -> Iterator[tuple[str, pa.RecordBatch]]:
+        for name, b in self._b.items():
+            batch = b.flush()
+            if batch is not None:
+                yield name, batch
+
+    def span(self) -> tuple[int | None, int | None]:
+        los = [b.min_start for b in self._b.values() if b.min_start is not None]
+        his = [b.max_end for b in self._b.values() if b.max_end is not None]
+        return (min(los) if los else None, max(his) if his else None)
+
+
+class Adapter:
+    FORMAT = ""
+
+    def __init__(self) -> None:
+        self.accounting = Accounting()
+        self.source: dict = {}
+
+    def read(self, path, source_id: int, progress: Progress | None = None
+             ) -> Iterator[tuple[str, pa.RecordBatch]]:
+        raise NotImplementedError

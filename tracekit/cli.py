@@ -1,0 +1,232 @@
+"""The `tracekit` command line: a thin layer over tracekit.store, tracekit.views and tracekit.schema."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+
+from . import __version__, schema, views
+from .adapters.base import TraceError
+from .store import DEFAULT_DB, Store, StoreError
+
+DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
+                         help="The tracekit store (a DuckDB file).")
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"tracekit: error: {msg}", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+def main():
+    """tracekit: convert Nsight Systems, Nsight Compute and torch.profiler traces into one
+    schema and ask them questions in SQL.
+
+    \b
+    Typical use:
+      tracekit convert trace.json.gz            # -> ./tracekit.duckdb
+      tracekit sql "select * from hotspots limit 10"
+      tracekit views                            # what you can query
+    """
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@DB_OPTION
+@click.option("--replace", is_flag=True, help="Start the store afresh instead of adding sources to it.")
+@click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write every table as DIR/<table>.parquet.")
+@click.option("--format", "fmt", type=click.Choice(["kineto", "nsys", "ncu"]),
+              help="Input format (default: detected from the content).")
+@click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def convert(inputs, db, replace, parquet_dir, fmt, rank, quiet):
+    """Convert trace files into a store (one source per file).
+
+    INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
+    .nsys-rep) or Nsight Compute results (CSV, .ncu-rep); the format is detected from the
+    content. Converting into an existing store adds sources: that is how traces are merged.
+    Prints one line per source: rows per table, rows skipped and why.
+    """
+    try:
+        store = Store(db, replace=replace)
+    except StoreError as e:
+        _fail(str(e))
+    failed = 0
+    with store:
+        for p in inputs:
+            try:
+                summary = _convert_one(store, p, fmt, rank, quiet)
+            except TraceError as e:
+                click.echo(f"tracekit: error: {e.one_line()}", err=True)
+                failed += 1
+                continue
+            click.echo(summary.one_line())
+        if parquet_dir:
+            paths = store.export_parquet(parquet_dir)
+            click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+    if failed:
+        sys.exit(2)
+
+
+def _convert_one(store: Store, path: Path, fmt, rank, quiet):
+    show = not quiet and sys.stderr.isatty() and path.exists() and path.stat().st_size > 20_000_000
+    if not show:
+        return store.convert(path, format=fmt, rank=rank)
+    with click.progressbar(length=1000, label=f"converting {path.name}", file=sys.stderr) as bar:
+        def progress(done, total, _last=[0]):
+            pos = int(1000 * done / total) if total else 1000
+            if pos > _last[0]:
+                bar.update(pos - _last[0])
+                _last[0] = pos
+        return store.convert(path, progress=progress, format=fmt, rank=rank)
+
+
+@main.command()
+@click.argument("query")
+@DB_OPTION
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
+              show_default=True, help="Output format (parquet needs -o).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000.")
+@click.option("--max-rows", default=100, show_default=True, help="Rows shown by --format table (0 = all).")
+def sql(query, db, fmt, output, params, max_rows):
+    """Run a SQL QUERY against the store (read-only); every view of `tracekit views` is available.
+
+    \b
+    Examples:
+      tracekit sql "select name, total_ns, time_pct from hotspots limit 5"
+      tracekit sql "select * from idle_gaps order by dur_ns desc" --format csv -o gaps.csv
+    """
+    try:
+        store = Store(db, read_only=True)
+    except StoreError as e:
+        _fail(str(e))
+    with store:
+        try:
+            for p in params:
+                name, sep, value = p.partition("=")
+                if not sep or not name.isidentifier():
+                    _fail(f"--param {p!r}: expected NAME=VALUE")
+                store.con.execute(f"SET VARIABLE {name} = ?", [_param_value(value)])
+            rel = store.sql(query)
+        except duckdb.Error as e:
+            _fail(f"query failed: {str(e).splitlines()[0]}")
+        if rel is None:
+            return
+        _emit(rel, fmt, output, max_rows)
+
+
+def _param_value(v: str):
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows: int) -> None:
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        if not output:
+            _fail("--format parquet needs -o FILE")
+        rel.write_parquet(str(output))
+        return
+    tbl = rel.to_arrow_table()
+    if fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        sink = str(output) if output else pa.BufferOutputStream()
+        pacsv.write_csv(tbl, sink)
+        if not output:
+            sys.stdout.write(sink.getvalue().to_pybytes().decode())
+        return
+    if fmt == "json":
+        import orjson
+
+        data = orjson.dumps(tbl.to_pylist(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
+        if output:
+            output.write_text(data)
+        else:
+            sys.stdout.write(data)
+        return
+    text = _table_text(tbl, max_rows)
+    if output:
+        output.write_text(text)
+    else:
+        click.echo(text)
+
+
+def _table_text(tbl, max_rows: int) -> str:
+    names = tbl.column_names
+    n = tbl.num_rows
+    shown = tbl if not max_rows or n <= max_rows else tbl.slice(0, max_rows)
+    rows = [[_cell(v) for v in r.values()] for r in shown.to_pylist()]
+    widths = [min(max([len(c)] + [len(r[i]) for r in rows]), 60) for i, c in enumerate(names)]
+    def line(cells):
+        return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w) for c, w in zip(cells, widths)).rstrip()
+    out = [line(names), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    if shown.num_rows < n:
+        out.append(f"... {n - shown.num_rows:,} more rows (use --max-rows 0 or --format csv)")
+    out.append(f"({n:,} row{'s' if n != 1 else ''})")
+    return "\n".join(out)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    return str(v)
+
+
+@main.command("views")
+@click.option("--doc", "doc_of", metavar="VIEW", help="Print the full documentation of one view.")
+def views_cmd(doc_of):
+    """List the SQL views with one-line descriptions (or the full doc of one)."""
+    all_v = views.all_views()
+    if doc_of:
+        for v in all_v:
+            if v.name == doc_of:
+                click.echo(v.header)
+                return
+        _fail(f"no view named {doc_of!r}; `tracekit views` lists them")
+    w = max(len(v.name) for v in all_v)
+    for v in all_v:
+        click.echo(f"{v.name.ljust(w)}  {v.description}")
+
+
+@main.command("schema")
+@click.option("--markdown", is_flag=True, help="Print the full documentation (docs/schema.md).")
+@click.argument("table", required=False)
+def schema_cmd(markdown, table):
+    """Print the unified schema: every table, column, type and meaning."""
+    if markdown:
+        click.echo(schema.to_markdown())
+        return
+    tables = schema.TABLES
+    if table:
+        if table not in schema.BY_NAME:
+            _fail(f"no table named {table!r}; tables: {', '.join(schema.BY_NAME)}")
+        tables = (schema.BY_NAME[table],)
+    for t in tables:
+        click.echo(f"{t.name}: {t.doc}")
+        w = max(len(c.name) for c in t.columns)
+        for c in t.columns:
+            click.echo(f"  {c.name.ljust(w)}  {c.sql_type.ljust(7)}  {c.doc}")
+        click.echo()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,482 @@
+"""The unified tracekit schema: the one definition of every table, column, type and meaning.
+
+Every adapter (Kineto, Nsight Systems, Nsight Compute) emits Arrow record batches of these tables;
+the store creates its DuckDB tables from them; ``tracekit schema`` and ``docs/schema.md`` are
+generated from them.  Nothing else in the project may spell a column list of its own.
+
+Conventions shared by every table:
+
+* Times are int64 **nanoseconds on the source's own clock** (``*_ns``).  ``sources.clock_offset_ns``
+  maps them onto the common clock (Unix epoch ns): ``common_ns = ts_ns + clock_offset_ns``.
+* ``source_id`` (one per converted input file) is on every row; ids such as ``pid``, ``tid``,
+  ``correlation_id`` are only unique within a source (nsys: correlation ids within a process).
+* Intervals are half-open ``[start_ns, end_ns)``; ``dur_ns = end_ns - start_ns`` (0 allowed).
+* ``args`` columns hold the remaining raw fields of the input row as a JSON object, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
+JSON = pa.string()  # JSON text; DuckDB columns are declared JSON
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    kineto: str = ""
+    nsys: str = ""
+    ncu: str = ""
+    json: bool = False  # stored as DuckDB JSON
+
+    @property
+    def sql_type(self) -> str:
+        if self.json:
+            return "JSON"
+        return {
+            pa.int32(): "INTEGER",
+            pa.int64(): "BIGINT",
+            pa.float64(): "DOUBLE",
+            pa.string(): "VARCHAR",
+            pa.bool_(): "BOOLEAN",
+        }[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    kineto: str = ""
+    nsys: str = ""
+    ncu: str = ""
+    arrow: pa.Schema = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(
+            self, "arrow", pa.schema([pa.field(c.name, c.type) for c in self.columns])
+        )
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def ddl(self, qualified_name: str | None = None) -> str:
+        cols = ",\n  ".join(f'"{c.name}" {c.sql_type}' for c in self.columns)
+        return f"CREATE TABLE IF NOT EXISTS {qualified_name or self.name} (\n  {cols}\n)"
+
+
+def C(name, type_, doc, kineto="", nsys="", ncu="", json=False) -> Column:
+    return Column(name, type_, doc, kineto, nsys, ncu, json)
+
+
+SOURCE_ID = C("source_id", I32, "The converted input this row came from (`sources.source_id`).",
+              "assigned by the store", "assigned by the store", "assigned by the store")
+
+
+def _interval(what: str, kineto: str, nsys: str) -> tuple[Column, ...]:
+    return (
+        C("start_ns", I64, f"Start of the {what}, ns on the source clock.", kineto, nsys),
+        C("end_ns", I64, f"End of the {what} (exclusive), ns on the source clock.",
+          "start_ns + dur", "`end`"),
+        C("dur_ns", I64, "end_ns - start_ns (>= 0).", "`dur` (µs → ns)", "`end - start`"),
+    )
+
+
+ARGS = C("args", JSON, "Every input field not mapped to a column, as a JSON object (NULL when none).",
+         "the event's `args` object, plus unmapped top-level fields", "unmapped columns", json=True)
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "sources",
+        "One row per converted input file. The unit of merging: several sources in one store are "
+        "several traces (ranks, hosts, tools) on one timeline.",
+        (
+            SOURCE_ID,
+            C("path", STR, "Absolute path of the input as given to `tracekit convert`."),
+            C("format", STR, "`kineto`, `nsys` or `ncu`."),
+            C("format_version", STR, "Version of the file format, where the file says.",
+              "`schemaVersion`", "`EXPORT_SCHEMA_VERSION`", "CSV layout (`details`, `raw`, ...)"),
+            C("tool_version", STR, "Version of the profiler that wrote it, where known.",
+              "`cupti_version` / `roctracer_version` and CUDA/HIP runtime versions",
+              "`EXPORT_PRODUCT_VERSION`", "—"),
+            C("host", STR, "Host name, where known.", "—", "`TARGET_INFO_SYSTEM_ENV` / process names",
+              "`Host Name`"),
+            C("rank", I32, "Distributed rank, NULL when unknown (never a silent 0).",
+              "`distributedInfo.rank`, else `rank-N` / `rank_N` in the file name"),
+            C("world_size", I32, "Distributed world size, NULL when unknown.",
+              "`distributedInfo.world_size`"),
+            C("clock_origin", STR,
+              "What ts 0 of this source is: `unix_epoch` (times are Unix ns), "
+              "`base_time` (Kineto relative to `baseTimeNanoseconds`), `capture_start` (nsys), "
+              "or `unknown` (no mapping known: use `--align`)."),
+            C("clock_offset_ns", I64,
+              "Add to any `*_ns` of this source to get Unix-epoch ns (the common clock). NULL when "
+              "unknown.", "`baseTimeNanoseconds` (0 for epoch-µs traces)",
+              "`TARGET_INFO_SESSION_START_TIME.utcEpochNs`"),
+            C("start_ns", I64, "Earliest start of any converted row (source clock)."),
+            C("end_ns", I64, "Latest end of any converted row (source clock)."),
+            C("rows_converted", JSON, "Rows written per table, as a JSON object `{table: n}`.",
+              json=True),
+            C("rows_skipped", I64, "Input rows not converted (reasons in `skipped_rows`)."),
+            C("converted_at", STR, "ISO-8601 UTC time of the conversion."),
+            C("tracekit_version", STR, "tracekit version that converted it."),
+            C("metadata", JSON, "Top-level metadata of the input kept verbatim (JSON object).",
+              "every top-level key except `traceEvents`", "`META_DATA_EXPORT` name/value pairs",
+              "CSV preamble", json=True),
+        ),
+    ),
+    Table(
+        "skipped_rows",
+        "Input rows that were not converted, counted per reason, so no loss is silent.",
+        (
+            SOURCE_ID,
+            C("reason", STR, "Why the rows were skipped (one sentence)."),
+            C("count", I64, "How many input rows were skipped for this reason."),
+            C("example", STR, "The first such row, abbreviated to 300 characters."),
+        ),
+    ),
+    Table(
+        "devices",
+        "GPUs (or other accelerators) the source describes.",
+        (
+            SOURCE_ID,
+            C("device_id", I32, "Device index as used by `kernels.device_id`.",
+              "`deviceProperties[].id`", "`TARGET_INFO_GPU.id` (`deviceId` in 2020.5)", "`Device`"),
+            C("name", STR, "Marketing name, e.g. `NVIDIA H200`.", "`name`", "`name`",
+              "`device__attribute_display_name`"),
+            C("vendor", STR, "`nvidia` or `amd` (from the name / runtime)."),
+            C("compute_capability", STR, "`major.minor` (gfx arch on AMD).",
+              "`computeMajor`.`computeMinor`", "`computeMajor`.`computeMinor`", "`CC`"),
+            C("sm_count", I32, "Streaming multiprocessors (compute units on AMD).", "`numSms`",
+              "`smCount`", "`device__attribute_multiprocessor_count`"),
+            C("total_memory_bytes", I64, "Device memory size.", "`totalGlobalMem`", "`totalMemory`",
+              "`device__attribute_...`"),
+            C("memory_bandwidth_bytes_per_s", I64, "Peak DRAM bandwidth.", "—", "`memoryBandwidth`"),
+            C("clock_rate_hz", I64, "SM clock rate.", "—", "`clockRate` (Hz)"),
+            C("max_threads_per_sm", I32, "Max resident threads per SM.",
+              "`maxThreadsPerMultiprocessor`", "`maxThreadsPerMultiprocessor`"),
+            C("warp_size", I32, "Threads per warp (64 on CDNA).", "`warpSize`", "`threadsPerWarp`"),
+            C("uuid", STR, "Device UUID where known.", "—", "`uuid`"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "processes",
+        "Host processes (OS pid) that appear in the source.",
+        (
+            SOURCE_ID,
+            C("pid", I64, "OS process id.", "host `pid` of `process_name` metadata",
+              "`PROCESSES.pid` / `globalPid >> 24 & 0xFFFFFF`", "`Process ID`"),
+            C("name", STR, "Process name (command).", "`process_name` M event",
+              "`PROCESSES.name`", "`Process Name`"),
+            C("labels", STR, "Extra labels, where the source has them.", "`process_labels`"),
+        ),
+    ),
+    Table(
+        "threads",
+        "Host threads that appear in the source.",
+        (
+            SOURCE_ID,
+            C("pid", I64, "OS process id."),
+            C("tid", I64, "OS thread id.", "`tid`", "`globalTid & 0xFFFFFF`"),
+            C("name", STR, "Thread name, where known.", "`thread_name` M event",
+              "`ThreadNames` → `StringIds`"),
+        ),
+    ),
+    Table(
+        "kernels",
+        "GPU kernel executions, one row per kernel instance.",
+        (
+            SOURCE_ID,
+            C("device_id", I32, "GPU index.", "`args.device` (else `pid`)", "`deviceId`", "`Device`"),
+            C("context_id", I64, "CUDA context id.", "`args.context`", "`contextId`"),
+            C("stream_id", I64, "Stream id.", "`args.stream` (else `tid`)", "`streamId`"),
+            *_interval("kernel", "`ts` (µs → ns)", "`start`"),
+            C("name", STR, "Full (demangled) kernel name.", "`name`", "`demangledName` → `StringIds`"),
+            C("short_name", STR,
+              "Base function name: no return type, namespaces, template args or parameters "
+              "(`tracekit.names.short_kernel_name`); the key for matching across tools.",
+              "derived from `name`", "`shortName` → `StringIds`"),
+            C("mangled_name", STR, "Mangled symbol, where known.", "—",
+              "`mangledName` → `StringIds` (≥ 2022.1)"),
+            C("pid", I64, "Host process that launched it (the correlation scope).",
+              "pid of the API call with the same correlation", "`globalPid >> 24 & 0xFFFFFF`"),
+            C("correlation_id", I64, "Links the kernel to its launching API call "
+              "(`api_calls.correlation_id`, same source and pid). One graph launch → many kernels.",
+              "`args.correlation`", "`correlationId`"),
+            C("external_id", I64, "Kineto External id: links to the enclosing `cpu_op` event.",
+              "`args[\"External id\"]`", "—"),
+            C("grid_x", I32, "Grid size x.", "`args.grid[0]`", "`gridX`"),
+            C("grid_y", I32, "Grid size y.", "`args.grid[1]`", "`gridY`"),
+            C("grid_z", I32, "Grid size z.", "`args.grid[2]`", "`gridZ`"),
+            C("block_x", I32, "Block size x.", "`args.block[0]`", "`blockX`"),
+            C("block_y", I32, "Block size y.", "`args.block[1]`", "`blockY`"),
+            C("block_z", I32, "Block size z.", "`args.block[2]`", "`blockZ`"),
+            C("registers_per_thread", I32, "Registers per thread.", "`args[\"registers per thread\"]`",
+              "`registersPerThread`"),
+            C("static_shared_bytes", I64, "Static shared memory per block.", "—",
+              "`staticSharedMemory`"),
+            C("dynamic_shared_bytes", I64, "Dynamic shared memory per block.", "—",
+              "`dynamicSharedMemory`"),
+            C("shared_bytes", I64, "Total shared memory per block.", "`args[\"shared memory\"]`",
+              "`staticSharedMemory + dynamicSharedMemory`"),
+            C("graph_id", I64, "CUDA graph id, where the kernel ran as a graph node.", "—",
+              "`graphId` (≥ 2026.1)"),
+            C("graph_node_id", I64, "CUDA graph node id.", "—", "`graphNodeId`"),
+            C("launch_type", I32, "CUPTI launch type (0 regular, 1 cooperative single, 2 multi).",
+              "—", "`launchType`"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "memops",
+        "GPU memory operations: memcpy and memset, one row per operation.",
+        (
+            SOURCE_ID,
+            C("device_id", I32, "GPU index that ran the operation.", "`args.device` (else `pid`)",
+              "`deviceId`"),
+            C("context_id", I64, "CUDA context id.", "`args.context`", "`contextId`"),
+            C("stream_id", I64, "Stream id.", "`args.stream` (else `tid`)", "`streamId`"),
+            *_interval("operation", "`ts` (µs → ns)", "`start`"),
+            C("kind", STR, "`memcpy` or `memset`.", "cat `gpu_memcpy` / `gpu_memset`",
+              "MEMCPY / MEMSET table"),
+            C("copy_kind", STR, "Copy direction: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, `HtoA`, "
+              "`AtoH`, `AtoA`, `AtoD`, `DtoA`, `uvm_HtoD`, `uvm_DtoH`, `uvm_DtoD`, `unknown`; NULL for memset.",
+              "parsed from the name `Memcpy HtoD (...)` or ROCm `args.kind`",
+              "`copyKind` (ENUM_CUDA_MEMCPY_OPER)"),
+            C("src_kind", STR, "Source memory kind: `pageable`, `pinned`, `device`, `array`, "
+              "`managed`, ... (NULL if unknown).", "parsed from the name `(Pinned -> Device)`",
+              "`srcKind` (ENUM_CUDA_MEM_KIND)"),
+            C("dst_kind", STR, "Destination memory kind (memset: the memory kind set).",
+              "parsed from the name", "`dstKind` / `memKind`"),
+            C("bytes", I64, "Bytes copied or set.", "`args.bytes`", "`bytes`"),
+            C("name", STR, "Display name, e.g. `Memcpy HtoD (Pinned -> Device)`.", "`name`",
+              "built from copy and memory kinds"),
+            C("pid", I64, "Host process that issued it.", "pid of the API call with the same correlation",
+              "`globalPid >> 24 & 0xFFFFFF`"),
+            C("correlation_id", I64, "Links to the issuing API call.", "`args.correlation`",
+              "`correlationId`"),
+            C("external_id", I64, "Kineto External id.", "`args[\"External id\"]`", "—"),
+            C("graph_node_id", I64, "CUDA graph node id.", "—", "`graphNodeId`"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "syncs",
+        "GPU-side synchronization records (stream/event/context sync, stream wait event): what the "
+        "device shows for a host call that waited.",
+        (
+            SOURCE_ID,
+            C("device_id", I32, "GPU index.", "`args.device` (else `pid`)", "`deviceId`"),
+            C("context_id", I64, "CUDA context id.", "`args.context`", "`contextId`"),
+            C("stream_id", I64, "Stream id (NULL for context-wide syncs).",
+              "`args.stream` (4294967295 → NULL)", "`streamId`"),
+            *_interval("synchronization", "`ts` (µs → ns)", "`start`"),
+            C("sync_type", STR, "`stream_sync`, `event_sync`, `context_sync`, `stream_wait_event` "
+              "or `unknown`.", "`name` / `args.cuda_sync_kind`", "`syncType` (ENUM_CUPTI_SYNC_TYPE)"),
+            C("pid", I64, "Host process of the sync call.", "pid of the API call with the same correlation",
+              "`globalPid >> 24 & 0xFFFFFF`"),
+            C("correlation_id", I64, "Links to the host API call that synchronized.",
+              "`args.correlation`", "`correlationId`"),
+            C("event_id", I64, "CUDA event waited on, where applicable.",
+              "`args.wait_on_cuda_event_id`", "`eventId`"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "api_calls",
+        "CUDA / HIP runtime and driver API calls on host threads.",
+        (
+            SOURCE_ID,
+            C("pid", I64, "OS process id.", "`pid`", "`globalTid >> 24 & 0xFFFFFF`"),
+            C("tid", I64, "OS thread id.", "`tid`", "`globalTid & 0xFFFFFF`"),
+            *_interval("call", "`ts` (µs → ns)", "`start`"),
+            C("name", STR, "API name without version suffix (`cudaLaunchKernel`).", "`name`",
+              "`nameId` → `StringIds`, `_v7000`-style suffix removed"),
+            C("raw_name", STR, "API name as recorded.", "`name`", "`nameId` → `StringIds`"),
+            C("api", STR, "`cuda_runtime`, `cuda_driver`, `hip_runtime`, or another API family.",
+              "cat `cuda_runtime` / `cuda_driver` / `Runtime` (hip* names → `hip_runtime`)",
+              "`eventClass` 0 → runtime, 1 → driver"),
+            C("correlation_id", I64, "Links the call to the GPU work it launched.",
+              "`args.correlation`", "`correlationId`"),
+            C("external_id", I64, "Kineto External id of the enclosing op.",
+              "`args[\"External id\"]` / `args[\"external id\"]`", "—"),
+            C("return_value", I64, "Return code, where recorded.", "—", "`returnValue`"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "events",
+        "Every other host-side (or annotation) range or instant: torch ops, user annotations, "
+        "Python functions, NVTX, OS runtime calls, profiler spans, instants.",
+        (
+            SOURCE_ID,
+            C("event_id", I64, "Row id, unique within the source (input order).", "input order",
+              "input order"),
+            C("pid", I64, "OS process id (NULL for device-side annotations and global spans).",
+              "`pid` (non-numeric → NULL)", "`globalTid >> 24 & 0xFFFFFF`"),
+            C("tid", I64, "OS thread id.", "`tid`", "`globalTid & 0xFFFFFF`"),
+            C("device_id", I32, "GPU index, for annotations projected onto a GPU stream.",
+              "`pid` of `gpu_user_annotation`", "—"),
+            C("stream_id", I64, "Stream, for annotations projected onto a GPU stream.",
+              "`tid` of `gpu_user_annotation`", "—"),
+            C("start_ns", I64, "Start (or instant time), ns on the source clock.", "`ts`", "`start`"),
+            C("end_ns", I64, "End; equals start_ns for instants.", "`ts + dur`",
+              "`end` (unclosed NVTX → max time of the table)"),
+            C("dur_ns", I64, "end_ns - start_ns.", "`dur`", "`end - start`"),
+            C("name", STR, "Event name.", "`name`", "NVTX `coalesce(textId→StringIds, text)`; OSRT `nameId`"),
+            C("category", STR, "Normalized category: `cpu_op`, `user_annotation`, "
+              "`gpu_user_annotation`, `python_function`, `nvtx`, `nvtx_mark`, `osrt`, `instant`, "
+              "`overhead`, `profiler`, or the lower-cased source category for anything else.",
+              "`cat` through an alias table (`Operator` → `cpu_op`, ...)",
+              "table: NVTX_EVENTS → `nvtx`, OSRT_API → `osrt`"),
+            C("domain", STR, "NVTX domain name, where applicable.", "—",
+              "eventType-75 row with the same `domainId` in the process"),
+            C("depth", I32, "Nesting depth on its thread (0 = outermost), where derivable.",
+              "from the interval nesting per thread", "NVTX nesting per thread"),
+            C("parent_id", I64, "`event_id` of the enclosing event on the same thread, where derivable.",
+              "from the interval nesting per thread", "from the interval nesting per thread"),
+            C("external_id", I64, "Kineto External id (links a `cpu_op` to its launches).",
+              "`args[\"External id\"]`", "—"),
+            C("correlation_id", I64, "Correlation id where the event carries one.", "`args.correlation`",
+              "—"),
+            C("is_instant", BOOL, "True for instants (no duration).", "`ph` `i`/`I`", "NVTX marks"),
+            ARGS,
+        ),
+    ),
+    Table(
+        "counters",
+        "Sampled values over time (hardware or software counters).",
+        (
+            SOURCE_ID,
+            C("pid", I64, "Process the counter belongs to, where applicable.", "`pid`"),
+            C("device_id", I32, "GPU the counter belongs to, where applicable.", "—",
+              "`GPU_METRICS.typeId & 0xFF`"),
+            C("name", STR, "Counter name (`<event name>.<arg key>` for Chrome `C` events).",
+              "`name` + each key of `args`", "`TARGET_INFO_GPU_METRICS.metricName`"),
+            C("ts_ns", I64, "Sample time, ns on the source clock.", "`ts`", "`timestamp`"),
+            C("value", F64, "Sample value.", "`args[key]`", "`value`"),
+        ),
+    ),
+    Table(
+        "flows",
+        "Explicit links between two events drawn as arrows (Kineto `s`/`f` pairs).",
+        (
+            SOURCE_ID,
+            C("flow_id", I64, "The flow id from the source (unique per kind).", "`id`"),
+            C("kind", STR, "`ac2g` (API call → GPU), `fwdbwd` (forward → backward op), or the source cat.",
+              "`cat`"),
+            C("start_pid", I64, "pid of the flow start (NULL if the start is missing).", "`s` event `pid`"),
+            C("start_tid", I64, "tid of the flow start.", "`s` event `tid`"),
+            C("start_ns", I64, "Time of the flow start.", "`s` event `ts`"),
+            C("end_pid", I64, "pid of the flow end (NULL if the end is missing).", "`f` event `pid`"),
+            C("end_tid", I64, "tid of the flow end.", "`f` event `tid`"),
+            C("end_ns", I64, "Time of the flow end.", "`f` event `ts`"),
+        ),
+    ),
+    Table(
+        "ncu_kernels",
+        "Nsight Compute: one row per profiled kernel launch (result).",
+        (
+            SOURCE_ID,
+            C("id", I64, "ncu's own launch ID (0-based over profiled results).", ncu="`ID`"),
+            C("pid", I64, "Process id.", ncu="`Process ID`"),
+            C("process_name", STR, "Process name.", ncu="`Process Name`"),
+            C("name", STR, "Kernel name as ncu printed it.", ncu="`Kernel Name`"),
+            C("short_name", STR, "Base function name (`tracekit.names.short_kernel_name`).",
+              ncu="derived from `Kernel Name`"),
+            C("device_id", I32, "GPU index.", ncu="`Device`"),
+            C("context_id", I64, "CUDA context id.", ncu="`Context`"),
+            C("stream_id", I64, "Stream id.", ncu="`Stream`"),
+            C("grid_x", I32, "Grid x.", ncu="`Grid Size` / `launch__grid_dim_x`"),
+            C("grid_y", I32, "Grid y.", ncu="`Grid Size`"),
+            C("grid_z", I32, "Grid z.", ncu="`Grid Size`"),
+            C("block_x", I32, "Block x.", ncu="`Block Size` / `launch__block_dim_x`"),
+            C("block_y", I32, "Block y.", ncu="`Block Size`"),
+            C("block_z", I32, "Block z.", ncu="`Block Size`"),
+            C("dur_ns", I64, "Duration under ncu replay (not the timeline's).",
+              ncu="`gpu__time_duration.sum`"),
+            C("sm_throughput_pct", F64, "Compute (SM) throughput, % of peak.",
+              ncu="`sm__throughput.avg.pct_of_peak_sustained_elapsed`"),
+            C("memory_throughput_pct", F64, "Memory throughput, % of peak.",
+              ncu="`gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed`"),
+            C("dram_throughput_pct", F64, "DRAM throughput, % of peak.",
+              ncu="`gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed`"),
+            C("achieved_occupancy_pct", F64, "Achieved occupancy %.",
+              ncu="`sm__warps_active.avg.pct_of_peak_sustained_active`"),
+            C("theoretical_occupancy_pct", F64, "Theoretical occupancy %.",
+              ncu="`sm__maximum_warps_per_active_cycle_pct`"),
+            C("registers_per_thread", I32, "Registers per thread.",
+              ncu="`launch__registers_per_thread`"),
+            C("l1_sectors_per_request", F64, "Global load sectors per request, where collected.",
+              ncu="`l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / l1tex__t_requests_...`"),
+            C("nvtx", STR, "NVTX range stack at launch, where collected.", ncu="NVTX columns"),
+            C("bottleneck_rule", STR, "ncu's own Speed-of-Light bottleneck rule text, when present.",
+              ncu="rule row `SOLBottleneck`"),
+        ),
+    ),
+    Table(
+        "ncu_metrics",
+        "Nsight Compute: one row per profiled launch × metric.",
+        (
+            SOURCE_ID,
+            C("id", I64, "ncu launch ID (`ncu_kernels.id`).", ncu="`ID`"),
+            C("section", STR, "Section name.", ncu="`Section Name`"),
+            C("name", STR, "Metric name (id or display label).", ncu="`Metric Name` / raw column"),
+            C("unit", STR, "Unit after normalization to base units (ns, byte, byte/s, hz, %, ...).",
+              ncu="`Metric Unit`"),
+            C("value", F64, "Numeric value in `unit`; NULL for text or `n/a`.", ncu="`Metric Value`"),
+            C("raw_value", STR, "The value text as written.", ncu="`Metric Value`"),
+            C("raw_unit", STR, "The unit as written.", ncu="`Metric Unit`"),
+        ),
+    ),
+)
+
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+#: tables an adapter streams rows into (sources and skipped_rows are written by the store)
+DATA_TABLES = tuple(t.name for t in TABLES if t.name not in ("sources", "skipped_rows"))
+
+
+def table(name: str) -> Table:
+    return BY_NAME[name]
+
+
+def empty_batch(name: str) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=table(name).arrow)
+
+
+def to_markdown() -> str:
+    """The schema documentation (docs/schema.md is this text)."""
+    out = [
+        "# tracekit unified schema",
+        "",
+        "Generated from `tracekit/schema.py` by `tracekit schema --markdown`; do not edit by hand.",
+        "",
+        __doc__.split("\n", 2)[2].strip(),
+        "",
+        f"Schema version: {SCHEMA_VERSION}.",
+        "",
+    ]
+    for t in TABLES:
+        out += [f"## `{t.name}`", "", t.doc, ""]
+        has = {f: any(getattr(c, f) for c in t.columns) for f in ("kineto", "nsys", "ncu")}
+        hdr = ["column", "type", "meaning"] + [
+            {"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems SQLite", "ncu": "Nsight Compute"}[f]
+            for f in ("kineto", "nsys", "ncu") if has[f]]
+        out.append("| " + " | ".join(hdr) + " |")
+        out.append("|" + "---|" * len(hdr))
+        for c in t.columns:
+            row = [f"`{c.name}`", c.sql_type, c.doc] + [
+                getattr(c, f) or "—" for f in ("kineto", "nsys", "ncu") if has[f]]
+            out.append("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,249 @@
+"""The store: a DuckDB database holding the unified tables of any number of sources.
+
+Converting writes one source per input inside one transaction (an input that fails leaves the
+store as it was).  Opening a store registers every view of ``sql/`` as a temporary view, so a
+read-only connection sees them too.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from . import __version__, schema, views
+from .adapters import detect
+from .adapters.base import Accounting, Progress, TraceError
+
+DEFAULT_DB = "tracekit.duckdb"
+
+
+@dataclass
+class SourceSummary:
+    source_id: int
+    path: str
+    format: str
+    converted: dict[str, int]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def one_line(self) -> str:
+        rows = ", ".join(f"{t} {n:,}" for t, n in sorted(self.converted.items()) if n) or "no rows"
+        line = f"[{self.source_id}] {self.path} ({self.format}): {rows}"
+        if self.skipped:
+            total = sum(self.skipped.values())
+            why = "; ".join(f"{n:,} {r}" for r, n in sorted(self.skipped.items(), key=lambda x: -x[1]))
+            line += f"; skipped {total:,} ({why})"
+        else:
+            line += "; skipped 0"
+        return line
+
+
+class StoreError(Exception):
+    pass
+
+
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    for t in schema.TABLES:
+        con.execute(t.ddl())
+    con.execute("CREATE TABLE IF NOT EXISTS tracekit_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute(
+        "INSERT INTO tracekit_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+        [str(schema.SCHEMA_VERSION)],
+    )
+
+
+class Store:
+    """A tracekit DuckDB store.  ``Store(path)`` opens (creating if needed) for writing;
+    ``Store(path, read_only=True)`` for queries."""
+
+    def __init__(self, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False,
+                 replace: bool = False):
+        self.path = str(path)
+        if read_only and not os.path.exists(self.path):
+            raise StoreError(f"{self.path}: no such store; run `tracekit convert TRACE --db {self.path}` first")
+        if replace and not read_only:
+            for p in (self.path, self.path + ".wal"):
+                if os.path.exists(p):
+                    os.remove(p)
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as e:
+            raise StoreError(f"{self.path}: cannot open the store ({str(e).splitlines()[0]})") from None
+        if not read_only:
+            _create_tables(self.con)
+        else:
+            self._check_version()
+        views.register(self.con)
+
+    def _check_version(self) -> None:
+        try:
+            v = self.con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchone()
+        except duckdb.Error:
+            raise StoreError(f"{self.path}: not a tracekit store (no tracekit_meta table); "
+                             "convert a trace into it with `tracekit convert`") from None
+        if v is None or int(v[0]) != schema.SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema version {v and v[0]} != {schema.SCHEMA_VERSION}; "
+                             "re-create it with `tracekit convert --replace`")
+
+    # -- queries -----------------------------------------------------------------------------
+    def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(query, params=params)
+
+    def table(self, name: str) -> duckdb.DuckDBPyRelation:
+        return self.con.table(name) if name in schema.BY_NAME else self.con.view(name)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- conversion --------------------------------------------------------------------------
+    def next_source_id(self) -> int:
+        return self.con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchone()[0]
+
+    def convert(self, path: str | os.PathLike, progress: Progress | None = None,
+                format: str | None = None, rank: int | None = None) -> SourceSummary:
+        """Convert one input into a new source; raises TraceError for bad input."""
+        path = Path(path)
+        adapter = detect.adapter_for(path, format)
+        source_id = self.next_source_id()
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table_name, batch in adapter.read(path, source_id, progress):
+                _insert(con, table_name, batch)
+            info = dict(adapter.source)
+            if rank is not None:
+                info["rank"] = rank
+            self._finish_source(source_id, path, adapter.FORMAT, info, adapter.accounting)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        acc = adapter.accounting
+        return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped))
+
+    def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
+        con = self.con
+        # GPU work carries no pid in Kineto: take it from the launching API call (same correlation)
+        for t in ("kernels", "memops", "syncs"):
+            con.execute(
+                f"""UPDATE {t} AS g SET pid = a.pid
+                    FROM (SELECT correlation_id, any_value(pid) AS pid FROM api_calls
+                          WHERE source_id = $sid AND correlation_id IS NOT NULL
+                          GROUP BY correlation_id HAVING count(DISTINCT pid) = 1) AS a
+                    WHERE g.source_id = $sid AND g.pid IS NULL AND g.correlation_id = a.correlation_id""",
+                {"sid": source_id},
+            )
+        _derive_nesting(con, source_id)
+        span = con.execute(
+            " UNION ALL ".join(
+                f"SELECT min({s}), max({e}) FROM {t} WHERE source_id = $sid"
+                for t, s, e in (("kernels", "start_ns", "end_ns"), ("memops", "start_ns", "end_ns"),
+                                ("api_calls", "start_ns", "end_ns"), ("events", "start_ns", "end_ns"),
+                                ("syncs", "start_ns", "end_ns"), ("counters", "ts_ns", "ts_ns"))),
+            {"sid": source_id}).fetchall()
+        los = [r[0] for r in span if r[0] is not None]
+        his = [r[1] for r in span if r[1] is not None]
+        row = {
+            "source_id": source_id,
+            "path": str(path.resolve()),
+            "format": fmt,
+            "start_ns": min(los) if los else None,
+            "end_ns": max(his) if his else None,
+            "rows_converted": orjson.dumps({k: v for k, v in sorted(acc.converted.items())}).decode(),
+            "rows_skipped": acc.total_skipped,
+            "converted_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "tracekit_version": __version__,
+        }
+        for k, v in info.items():
+            if k == "metadata" and v is not None and not isinstance(v, str):
+                v = orjson.dumps(v, default=str).decode()
+            row[k] = v
+        _insert(con, "sources", pa.RecordBatch.from_pylist([row], schema=schema.table("sources").arrow))
+        if acc.skipped:
+            rows = [{"source_id": source_id, "reason": r, "count": n, "example": acc.examples.get(r)}
+                    for r, n in acc.skipped.items()]
+            _insert(con, "skipped_rows",
+                    pa.RecordBatch.from_pylist(rows, schema=schema.table("skipped_rows").arrow))
+
+    def export_parquet(self, directory: str | os.PathLike) -> list[str]:
+        """Write every table as ``DIR/<table>.parquet``; returns the paths."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        out = []
+        for t in schema.TABLES:
+            p = d / f"{t.name}.parquet"
+            self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
+            out.append(str(p))
+        return out
+
+
+def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
+    """Fill events.depth / parent_id where the adapter left them NULL: on each track
+    (pid, tid, device_id, stream_id), the parent is the nearest earlier event that encloses it
+    (start <= child start and child end <= end, and the child starts before the end;
+    ties by input order).  Partial overlaps are not parents.  Instants nest like zero-length ranges."""
+    tbl = con.sql(
+        """SELECT event_id, start_ns, end_ns,
+                  dense_rank() OVER (ORDER BY pid, tid, device_id, stream_id) AS track
+           FROM events WHERE source_id = $sid AND depth IS NULL
+           ORDER BY track, start_ns, end_ns DESC, event_id""", params={"sid": source_id}).to_arrow_table()
+    if tbl.num_rows == 0:
+        return
+    ids = tbl.column("event_id").to_pylist()
+    starts = tbl.column("start_ns").to_pylist()
+    ends = tbl.column("end_ns").to_pylist()
+    tracks = tbl.column("track").to_pylist()
+    depth = [0] * len(ids)
+    parent: list[int | None] = [None] * len(ids)
+    stack: list[int] = []  # indices into ids
+    cur = None
+    for i in range(len(ids)):
+        if tracks[i] != cur:
+            cur, stack = tracks[i], []
+        s, e = starts[i], ends[i]
+        while stack and ends[stack[-1]] <= s:
+            stack.pop()
+        j = len(stack) - 1
+        while j >= 0 and ends[stack[j]] < e:  # partial overlap: look further out
+            j -= 1
+        if j >= 0:
+            parent[i] = ids[stack[j]]
+            depth[i] = depth[stack[j]] + 1
+        stack.append(i)
+    upd = pa.table({"event_id": pa.array(ids, pa.int64()), "depth": pa.array(depth, pa.int32()),
+                    "parent_id": pa.array(parent, pa.int64())})
+    con.register("__tk_nest", upd)
+    try:
+        con.execute("""UPDATE events AS e SET depth = n.depth, parent_id = n.parent_id
+                       FROM __tk_nest AS n WHERE e.source_id = $sid AND e.event_id = n.event_id""",
+                    {"sid": source_id})
+    finally:
+        con.unregister("__tk_nest")
+
+
+def _sql_str(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table_name: str, batch: pa.RecordBatch) -> None:
+    con.register("__tk_batch", batch)
+    try:
+        con.execute(f"INSERT INTO {table_name} SELECT * FROM __tk_batch")
+    finally:
+        con.unregister("__tk_batch")
+
+
+def open(path: str | os.PathLike = DEFAULT_DB, read_only: bool = True) -> Store:  # noqa: A001
+    """Open a store for queries (the Python API entry point: ``tracekit.open(path).sql(q)``)."""
+    return Store(path, read_only=read_only)

@@ -1,0 +1,71 @@
+"""Loads the SQL views of ``sql/`` (one view per file) into a DuckDB connection.
+
+Each file starts with a header comment whose first line is ``-- <view>: <one-line description>``,
+followed by the documentation of every column and the exact definition, then one
+``CREATE OR REPLACE VIEW <view> AS ...`` statement.  Views are created as TEMP views, so they work
+on read-only stores and always match the installed tracekit version.
+
+Parameters are DuckDB variables read with ``getvariable('name')`` and a documented default;
+``tracekit sql --param name=value`` sets them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+
+_HEADER = re.compile(r"^--\s*([a-z_][a-z0-9_]*)\s*:\s*(.+)$")
+_CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW", re.IGNORECASE)
+
+
+def sql_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for cand in (here / "sql", here.parent / "sql"):  # installed wheel, then source checkout
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("tracekit's sql/ folder is missing from the installation")
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    description: str
+    path: Path
+    header: str
+    sql: str
+
+
+@lru_cache(maxsize=1)
+def all_views() -> tuple[View, ...]:
+    out = []
+    for p in sorted(sql_dir().glob("*.sql")):
+        text = p.read_text()
+        first = text.splitlines()[0] if text else ""
+        m = _HEADER.match(first)
+        if not m or m.group(1) != p.stem:
+            raise ValueError(f"{p}: first line must be '-- {p.stem}: <description>'")
+        header = "\n".join(l[2:].lstrip() if l.startswith("--") else l
+                           for l in text.split("\n") if l.startswith("--"))
+        out.append(View(m.group(1), m.group(2).strip(), p, header,
+                        _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1)))
+    return tuple(out)
+
+
+def register(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every view; views may use each other (resolved by retrying in dependency order)."""
+    pending = list(all_views())
+    while pending:
+        failed = []
+        for v in pending:
+            try:
+                con.execute(v.sql)
+            except duckdb.CatalogException:
+                failed.append(v)
+        if len(failed) == len(pending):
+            v = failed[0]
+            con.execute(v.sql)  # raise the real error
+        pending = failed
