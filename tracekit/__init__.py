@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 def open(path="tracekit.duckdb", read_only=True):  # noqa: A001
     """Open a store: ``tracekit.open("tracekit.duckdb").sql("select * from hotspots")``.
 
-    ``.sql()`` returns a DuckDB relation: ``.arrow()``, ``.pl()`` (polars), ``.df()``, ``.fetchall()``.
+    ``.sql()`` returns a DuckDB relation: ``.to_arrow_table()``, ``.pl()`` (polars), ``.fetchall()``.
     """
     from .store import Store
 

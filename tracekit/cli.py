@@ -134,8 +134,6 @@ def _param_value(v: str):
 
 
 def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows: int) -> None:
-    import pyarrow as pa
-
     if fmt == "parquet":
         if not output:
             _fail("--format parquet needs -o FILE")
@@ -143,12 +141,15 @@ def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows:
         return
     tbl = rel.to_arrow_table()
     if fmt == "csv":
-        import pyarrow.csv as pacsv
+        import csv
 
-        sink = str(output) if output else pa.BufferOutputStream()
-        pacsv.write_csv(tbl, sink)
-        if not output:
-            sys.stdout.write(sink.getvalue().to_pybytes().decode())
+        f = output.open("w", newline="") if output else sys.stdout
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(tbl.column_names)
+        for batch in tbl.to_batches():
+            w.writerows(zip(*(col.to_pylist() for col in batch.columns)))
+        if output:
+            f.close()
         return
     if fmt == "json":
         import orjson

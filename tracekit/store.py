@@ -82,7 +82,8 @@ class Store:
 
     def _check_version(self) -> None:
         try:
-            v = self.con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchone()
+            v = self.con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchall()
+            v = v[0] if v else None
         except duckdb.Error:
             raise StoreError(f"{self.path}: not a tracekit store (no tracekit_meta table); "
                              "convert a trace into it with `tracekit convert`") from None
@@ -93,6 +94,17 @@ class Store:
     # -- queries -----------------------------------------------------------------------------
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query, params=params)
+
+    def rows(self, query: str, params=None) -> list[tuple]:
+        """All result rows as tuples."""
+        return self.con.sql(query, params=params).fetchall()
+
+    def one(self, query: str, params=None):
+        """The first row of the result (a tuple), or None; a single column gives its value."""
+        rows = self.con.sql(query, params=params).limit(1).fetchall()
+        if not rows:
+            return None
+        return rows[0][0] if len(rows[0]) == 1 else rows[0]
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         return self.con.table(name) if name in schema.BY_NAME else self.con.view(name)
@@ -108,7 +120,7 @@ class Store:
 
     # -- conversion --------------------------------------------------------------------------
     def next_source_id(self) -> int:
-        return self.con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchone()[0]
+        return self.con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchall()[0][0]
 
     def convert(self, path: str | os.PathLike, progress: Progress | None = None,
                 format: str | None = None, rank: int | None = None) -> SourceSummary:

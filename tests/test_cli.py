@@ -1,0 +1,141 @@
+"""CLI behaviour: conversion summaries, queries, and one-line errors (never a traceback)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES, REALWORLD, realworld
+from tracekit.cli import main
+
+
+def run(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def small_kineto():
+    own = sorted((FIXTURES / "kineto").glob("decode_b1*.json.gz"))
+    if own:
+        return own[0]
+    rw = [p for p in realworld("kineto") if "alexnet" in p.name]
+    if not rw:
+        pytest.skip("no Kineto fixture")
+    return rw[0]
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_convert_then_sql(tmp_path):
+    db = tmp_path / "t.duckdb"
+    src = small_kineto()
+    code, out, err = run("convert", src, "--db", db)
+    assert code == 0, err
+    assert out.startswith("[0] ") and "kernels" in out and "skipped" in out
+    code, out, err = run("sql", "select count(*) as n from kernels", "--db", db, "--format", "csv")
+    assert code == 0
+    trace = json.load(gzip.open(src))
+    want = sum(1 for e in trace["traceEvents"] if str(e.get("cat", "")).lower() == "kernel")
+    assert out.splitlines() == ["n", str(want)]
+    # merging: a second convert adds a source
+    code, out, _ = run("convert", src, "--db", db)
+    assert out.startswith("[1] ")
+    code, out, _ = run("sql", "select count(distinct source_id) from kernels", "--db", db, "--format", "json")
+    assert json.loads(out)[0] == {"count(DISTINCT source_id)": 2}
+    # --replace starts afresh
+    run("convert", src, "--db", db, "--replace")
+    code, out, _ = run("sql", "select count(*) n from sources", "--db", db, "--format", "csv")
+    assert out.splitlines()[1] == "1"
+
+
+def test_sql_is_read_only_and_errors_are_one_line(tmp_path):
+    db = tmp_path / "t.duckdb"
+    run("convert", small_kineto(), "--db", db)
+    code, _, err = run("sql", "delete from kernels", "--db", db)
+    assert_one_line_error(code, err, "query failed")
+    code, _, err = run("sql", "select * from no_such_view", "--db", db)
+    assert_one_line_error(code, err, "no_such_view")
+    code, _, err = run("sql", "select 1", "--db", tmp_path / "missing.duckdb")
+    assert_one_line_error(code, err, "missing.duckdb", "tracekit convert")
+
+
+def test_parquet_export(tmp_path):
+    import pyarrow.parquet as pq
+
+    db = tmp_path / "t.duckdb"
+    code, out, err = run("convert", small_kineto(), "--db", db, "--parquet", tmp_path / "pq")
+    assert code == 0, err
+    n = pq.read_table(tmp_path / "pq" / "kernels.parquet").num_rows
+    code, out, _ = run("sql", "select count(*) from kernels", "--db", db, "--format", "csv")
+    assert int(out.splitlines()[1]) == n > 0
+
+
+@pytest.mark.parametrize("case", ["empty", "truncated", "not_json", "wrong_json", "bad_gzip",
+                                  "missing", "directory"])
+def test_bad_input_one_line_error(tmp_path, case):
+    src = small_kineto()
+    p = tmp_path / f"{case}.json"
+    raw = gzip.open(src).read()
+    if case == "empty":
+        p.write_bytes(b"")
+    elif case == "truncated":
+        p.write_bytes(raw[: len(raw) // 2])
+    elif case == "not_json":
+        p.write_bytes(b"{ this is not json at all")
+    elif case == "wrong_json":
+        p.write_bytes(b'{"foo": [1, 2, 3]}')
+    elif case == "bad_gzip":
+        p = tmp_path / "bad.json.gz"
+        p.write_bytes(gzip.compress(raw)[: 5000])
+    elif case == "directory":
+        p = tmp_path / "adir"
+        p.mkdir()
+    db = tmp_path / "t.duckdb"
+    code, out, err = run("convert", p, "--db", db)
+    assert_one_line_error(code, err, p.name)
+    # the failed input left no partial source behind
+    if db.exists():
+        code, out, _ = run("sql", "select count(*) from sources", "--db", db, "--format", "csv")
+        assert out.splitlines()[1] == "0"
+
+
+def test_trace_without_gpu_events_gives_empty_views(tmp_path):
+    cpu_only = [p for p in realworld("kineto") if "cpu_only" in p.name]
+    if not cpu_only:
+        pytest.skip("realworld corpus absent")
+    db = tmp_path / "t.duckdb"
+    code, out, err = run("convert", cpu_only[0], "--db", db)
+    assert code == 0, err
+    for view in ("hotspots", "idle_gaps"):
+        code, out, err = run("sql", f"select * from {view}", "--db", db, "--format", "csv")
+        assert code == 0 and len(out.splitlines()) == 1  # header only
+
+
+def test_views_and_schema_commands():
+    from tracekit import schema, views
+
+    code, out, _ = run("views")
+    assert code == 0
+    assert {l.split()[0] for l in out.splitlines()} == {v.name for v in views.all_views()}
+    code, out, _ = run("schema", "kernels")
+    assert code == 0 and "correlation_id" in out
+    code, out, _ = run("schema", "--markdown")
+    assert out.strip() == schema.to_markdown().strip()
+
+
+def test_schema_doc_is_current():
+    from tracekit import schema
+
+    doc = (FIXTURES.parent / "docs" / "schema.md").read_text()
+    assert doc.strip() == schema.to_markdown().strip(), "regenerate: tracekit schema --markdown > docs/schema.md"
