@@ -1,0 +1,92 @@
+"""Views against independent computations from the raw JSON (stdlib json + statistics)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from conftest import FIXTURES, load_json, realworld
+from tracekit.adapters.kineto import us_text_to_ns
+
+OWN = sorted((FIXTURES / "kineto").glob("*.json.gz"))
+SOME_REAL = [p for p in realworld("kineto") if any(
+    k in p.name for k in ("alexnet", "h100_qwen", "nccl_data", "vllm_graph", "mi250"))]
+
+
+def ns(v) -> int:
+    # independent of the adapter's text parser: json gives a float/int; round to ns
+    return round(v * 1000) if isinstance(v, float) else int(v) * 1000
+
+
+def gpu_ops(trace, cats=("kernel",)):
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in cats:
+            yield e
+
+
+@pytest.mark.parametrize("path", OWN + SOME_REAL, ids=lambda p: p.name)
+def test_hotspots_equal_independent_computation(path, convert):
+    trace = load_json(path)
+    by_name = defaultdict(list)
+    for e in gpu_ops(trace):
+        by_name[e["name"]].append(ns(e["dur"]))
+    if not by_name:
+        pytest.skip("no kernels")
+    total_all = sum(sum(v) for v in by_name.values())
+    st = convert(path)
+    rows = st.rows("select name, time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns,"
+                   " stddev_ns from hotspots")
+    assert len(rows) == len(by_name)
+    for name, pct, total, n, avg, med, mn, mx, sd in rows:
+        d = by_name[name]
+        assert total == sum(d) and n == len(d) and mn == min(d) and mx == max(d)
+        assert pct == pytest.approx(100 * sum(d) / total_all)
+        assert avg == pytest.approx(statistics.fmean(d))
+        assert med == pytest.approx(statistics.median(d))
+        assert sd == pytest.approx(statistics.stdev(d) if len(d) > 1 else 0.0, abs=1e-6)
+    # ordered by total time
+    totals = [r[2] for r in rows]
+    assert totals == sorted(totals, reverse=True)
+
+
+@pytest.mark.parametrize("path", OWN + SOME_REAL, ids=lambda p: p.name)
+def test_idle_gaps_equal_independent_sweep(path, convert):
+    trace = load_json(path)
+    per_dev = defaultdict(list)
+    for e in gpu_ops(trace, ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")):
+        dev = e.get("args", {}).get("device", e.get("pid"))
+        s = ns(e["ts"])
+        per_dev[int(dev)].append((s, s + ns(e["dur"])))
+    want = []
+    for dev, iv in per_dev.items():
+        iv.sort()
+        busy_until = iv[0][1]
+        for s, e in iv[1:]:
+            if s > busy_until:
+                want.append((dev, busy_until, s))
+            busy_until = max(busy_until, e)
+    st = convert(path)
+    got = st.rows("select device_id, start_ns, end_ns from idle_gaps")
+    if not want:
+        assert got == []
+        return
+    # float µs → ns rounding differs by ≤ 1 ns from the exact decimal parse
+    assert len(got) == len(want)
+    for (gd, gs, ge), (wd, ws, we) in zip(sorted(got), sorted(want)):
+        assert gd == wd and abs(gs - ws) <= 1 and abs(ge - we) <= 1
+    # busy + idle = window, per device
+    for dev, iv in per_dev.items():
+        busy = st.one("select sum(dur_ns) from idle_gaps where device_id = ?", [dev]) or 0
+        window = max(e for _, e in iv) - min(s for s, _ in iv)
+        assert 0 <= busy <= window
+
+
+def test_us_text_to_ns_exact():
+    assert us_text_to_ns(b"1712195495521131.125") == 1712195495521131125
+    assert us_text_to_ns(b"12") == 12000
+    assert us_text_to_ns(b"0.5") == 500
+    assert us_text_to_ns(b"-3.25") == -3250
+    assert us_text_to_ns(b"1.5e3") == 1_500_000
+    assert us_text_to_ns(b"2.0004") == 2000  # sub-ns digits rounded
