@@ -183,10 +183,14 @@ def _table_text(tbl, max_rows: int) -> str:
 
 
 def _cell(v) -> str:
+    import decimal
+
     if v is None:
         return "NULL"
+    if isinstance(v, decimal.Decimal):
+        v = int(v) if v == v.to_integral_value() else float(v)
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}" if abs(v) >= 10_000 else str(v)
     return str(v)
