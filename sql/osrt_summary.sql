@@ -1,0 +1,43 @@
+-- osrt_summary: time per OS runtime function per source, longest total first (nsys stats osrt_sum).
+--
+-- One row per (source_id, name) over the `events` of category 'osrt' (nsys: OSRT_API rows of
+-- eventClass 27; the eventClass 31/32 start/finish markers are not converted). nsys records
+-- only calls of at least OS_RUNTIME_OPTIONS:DURATION_THRESHOLD_NS (default 1000 ns).
+-- Definition (identical to `nsys stats --report osrt_sum`):
+--   total_ns  = sum(end_ns - start_ns) of the calls of this function in this source
+--   time_pct  = 100 * total_ns / (sum of total_ns over all OS runtime functions of the source)
+--               (nsys rounds it to 1 decimal, we do not)
+--   med_ns    = median (mean of the two middle values for an even count)
+--   stddev_ns = sample standard deviation (n - 1); 0 for a single call
+-- Ordered by source_id, total_ns DESC, num_calls DESC, name.
+--
+-- Columns:
+--   source_id   INTEGER  the source
+--   time_pct    DOUBLE   share of the source's total OS runtime time, in percent
+--   total_ns    BIGINT   summed call duration, ns
+--   num_calls   BIGINT   number of calls
+--   avg_ns      DOUBLE   mean duration, ns
+--   med_ns      DOUBLE   median duration, ns
+--   min_ns      BIGINT   shortest call, ns
+--   max_ns      BIGINT   longest call, ns
+--   stddev_ns   DOUBLE   sample standard deviation of the duration, ns
+--   name        VARCHAR  function name (`pthread_cond_wait`, `ioctl`, ...)
+CREATE OR REPLACE VIEW osrt_summary AS
+WITH per_name AS (
+    SELECT source_id, name,
+           sum(dur_ns)::BIGINT                 AS total_ns,
+           count(*)                            AS num_calls,
+           avg(dur_ns)                         AS avg_ns,
+           quantile_cont(dur_ns, 0.5)          AS med_ns,
+           min(dur_ns)                         AS min_ns,
+           max(dur_ns)                         AS max_ns,
+           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+    FROM events
+    WHERE category = 'osrt'
+    GROUP BY source_id, name
+)
+SELECT source_id,
+       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
+       total_ns, num_calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
+FROM per_name
+ORDER BY source_id, total_ns DESC, num_calls DESC, name;
