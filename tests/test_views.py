@@ -68,7 +68,7 @@ def test_idle_gaps_equal_independent_sweep(path, convert):
                 want.append((dev, busy_until, s))
             busy_until = max(busy_until, e)
     st = convert(path)
-    got = st.rows("select device_id, start_ns, end_ns from idle_gaps")
+    got = st.rows("select device_id, start_ns, end_ns from idle_gaps where scope = 'device'")
     if not want:
         assert got == []
         return
@@ -78,7 +78,7 @@ def test_idle_gaps_equal_independent_sweep(path, convert):
         assert gd == wd and abs(gs - ws) <= 1 and abs(ge - we) <= 1
     # busy + idle = window, per device
     for dev, iv in per_dev.items():
-        busy = st.one("select sum(dur_ns) from idle_gaps where device_id = ?", [dev]) or 0
+        busy = st.one("select sum(dur_ns) from idle_gaps where scope = 'device' and device_id = ?", [dev]) or 0
         window = max(e for _, e in iv) - min(s for s, _ in iv)
         assert 0 <= busy <= window
 

@@ -63,9 +63,12 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         for v in pending:
             try:
                 con.execute(v.sql)
-            except duckdb.CatalogException:
-                failed.append(v)
+            except (duckdb.CatalogException, duckdb.BinderException):
+                failed.append(v)  # may depend on a view not created yet
         if len(failed) == len(pending):
             v = failed[0]
-            con.execute(v.sql)  # raise the real error
+            try:
+                con.execute(v.sql)
+            except duckdb.Error as e:
+                raise RuntimeError(f"{v.path}: {str(e).splitlines()[0]}") from None
         pending = failed

@@ -1,0 +1,39 @@
+-- gpu_launches: each GPU operation joined to the host API call that launched it.
+--
+-- Definition: a GPU operation (`gpu_activity`: kernel, memcpy, memset) is linked to the
+-- `api_calls` row of the same source with the same correlation_id, in the same process where
+-- the operation's pid is known (nsys correlation ids repeat across processes). A CUDA/HIP graph
+-- launch has one correlation for all kernels of the graph: every kernel links to the one
+-- `cudaGraphLaunch` call, and `launch_index` numbers them by start time (1 = first).
+-- Operations whose launch is not in the trace (launched before the capture window, or a
+-- windowed export) have no row here.
+--
+-- Columns:
+--   source_id       INTEGER  the source
+--   device_id       INTEGER  GPU index
+--   stream_id       BIGINT   stream
+--   kind            VARCHAR  'kernel', 'memcpy' or 'memset'
+--   name            VARCHAR  kernel / memop name
+--   start_ns        BIGINT   GPU start, ns
+--   end_ns          BIGINT   GPU end, ns
+--   dur_ns          BIGINT   GPU duration, ns
+--   correlation_id  BIGINT   the shared correlation id
+--   pid             BIGINT   launching process
+--   tid             BIGINT   launching thread
+--   api_name        VARCHAR  launching call (cudaLaunchKernel, cudaGraphLaunch, cudaMemcpyAsync, ...)
+--   api_start_ns    BIGINT   call start, ns
+--   api_end_ns      BIGINT   call end, ns
+--   api_dur_ns      BIGINT   call duration, ns
+--   launch_index    BIGINT   position of this op among the ops of the same launch call (1 = first)
+--   ops_in_launch   BIGINT   number of GPU ops of that launch call (> 1 for graph launches)
+CREATE OR REPLACE VIEW gpu_launches AS
+SELECT g.source_id, g.device_id, g.stream_id, g.kind, g.name, g.start_ns, g.end_ns, g.dur_ns,
+       g.correlation_id, a.pid, a.tid, a.name AS api_name, a.start_ns AS api_start_ns,
+       a.end_ns AS api_end_ns, a.dur_ns AS api_dur_ns,
+       row_number() OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id
+                          ORDER BY g.start_ns, g.stream_id, g.name) AS launch_index,
+       count(*) OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id) AS ops_in_launch
+FROM gpu_activity g
+JOIN api_calls a
+  ON a.source_id = g.source_id AND a.correlation_id = g.correlation_id
+ AND (g.pid IS NULL OR a.pid = g.pid);
