@@ -1,0 +1,1340 @@
+"""Export a tracekit store (or a selection of it) as one merged Perfetto timeline.
+
+Two formats, the same content and the same track layout:
+
+* Chrome JSON (``.json``, ``.json.gz``): Perfetto's legacy importer (and chrome://tracing).
+* Perfetto protobuf (``.pftrace``): TrackEvent packets, hand-encoded (tracekit.export.protowire).
+
+**Clocks.**  Every ``*_ns`` value of source ``S`` is mapped to the common clock (Unix-epoch ns) as
+``common = ts + offset(S)``, where ``offset(S)`` is, in order of preference:
+
+1. ``--align S=OFFSET_NS`` given by the user;
+2. ``sources.clock_offset_ns`` (Kineto: ``baseTimeNanoseconds``, or 0 for epoch-µs traces;
+   nsys: the session start time ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``);
+3. unknown (NULL): the source is placed so that its first event coincides with the earliest
+   first event of the sources whose offset is known (or with ts 0 when none is), and a
+   warning names the source so that ``--align`` can fix it.
+
+The written timestamps are rebased: ts 0 of the file is ``t0_ns`` = the earliest common-clock
+start among the exported rows (JSON: top-level ``baseTimeNanoseconds`` and ``metadata.t0_ns``), so
+JSON's µs values keep exact ns (Perfetto parses them through a double).
+
+**Layout** (top to bottom): sources ordered by (rank, host, source_id), ranks without a number
+last; within a source its host processes (ordered by pid; threads: main thread first, then by tid),
+then one process per GPU ("GPU 0 · NVIDIA H200 [rank 0 · kineto #3]") with one thread per stream
+("Stream 7").  pids are made unique across sources (a pid seen in an earlier source gets a synthetic
+one; the real pid stays in the process name); pids/tids outside [1, 2^31) (Kineto's -1, pthread
+ids) get synthetic ids.
+
+**Content**: API calls, torch ops, user annotations, NVTX ranges and instants on their host
+threads; kernels, memcpy and memset on their stream; GPU-side annotations ("Stream 7 ·
+annotations") and sync records ("Stream 7 · sync") next to the stream; counters of the store, GPU
+utilization (% busy per bucket, kernels and memops) and launch-queue depth (kernels launched and not
+finished, maximum per bucket) per GPU.
+
+**Lanes.**  Perfetto requires the slices of one thread to nest.  On host threads a slice that only
+partially overlaps an earlier one is moved to an extra lane thread ("python · lane 2"); on GPU
+streams any two overlapping operations go to different lanes ("Stream 7 · lane 2"), first-fit in
+start order (the minimum number of lanes).  Nothing is dropped.
+
+**Flows** (arrows): from each launching API call to each kernel/memop with the same
+(source_id, correlation_id) and pid (a GPU row without pid links when exactly one pid issued that
+correlation); when several API calls share a correlation the earliest is the launch.  A link is
+written only when the GPU work does not start before its launch call (Perfetto would drop the arrow).
+JSON: the first GPU op of a launch gets a v2 ``bind_id`` (``flow_out`` on the call, ``flow_in`` on
+the op); further ops of the same launch (CUDA graphs) get v1 ``s``/``f`` pairs.  Proto:
+``flow_ids`` on the call, ``terminating_flow_ids`` on each op.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import queue
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from .. import __version__
+from . import protowire as pw
+
+JSON_SUFFIXES = (".json", ".json.gz")
+PROTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
+
+INT31 = 2**31
+INT64_MAX = 2**63 - 1
+HOST_PID_LIMIT = 10_000_000  # real pids below this are kept when unique
+SYNTH_PID_BASE = 10_000_000
+GPU_PID_BASE = 1_000_000_000
+SYNTH_TID_BASE = 2_000_000_000
+MAX_DEPTH = 500  # Perfetto's slice tracker stops at 512
+BATCH_ROWS = 32_768
+
+
+class ExportError(Exception):
+    """A problem with the selection or the output path; printed as one line."""
+
+
+@dataclass
+class ExportOptions:
+    sources: tuple[int, ...] = ()
+    start_ns: int | None = None  # common clock (Unix epoch ns)
+    end_ns: int | None = None
+    devices: tuple[int, ...] = ()
+    align: dict[int, int] = field(default_factory=dict)
+    counters: bool = True  # GPU utilization and launch-queue depth
+    util_bucket_ns: int | None = None  # default: about 2,000 buckets over the exported span
+    format: str | None = None  # 'json' or 'proto'; default from the output suffix
+    gzip_level: int = 3
+
+
+@dataclass
+class ExportResult:
+    path: str
+    format: str
+    t0_ns: int = 0
+    slices: int = 0
+    flows: int = 0
+    counter_samples: int = 0
+    counter_tracks: int = 0
+    extra_lanes: int = 0
+    processes: dict[int, str] = field(default_factory=dict)
+    threads: dict[tuple[int, int], str] = field(default_factory=dict)
+    sources: list[dict] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    util_bucket_ns: int | None = None
+    bytes_written: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        parts = [f"{self.slices:,} slices", f"{self.flows:,} flows",
+                 f"{self.counter_samples:,} counter samples on {self.counter_tracks} tracks",
+                 f"{len(self.processes)} processes", f"{len(self.threads)} threads"]
+        if self.extra_lanes:
+            parts.append(f"{self.extra_lanes} overlap lanes")
+        line = f"wrote {self.path} ({self.format}, {self.bytes_written / 1e6:.1f} MB, " \
+               f"{self.seconds:.1f} s): " + ", ".join(parts)
+        if self.skipped:
+            line += "; not exported: " + "; ".join(f"{n:,} {r}" for r, n in self.skipped.most_common())
+        return line
+
+
+def output_format(path: str | os.PathLike, fmt: str | None = None) -> str:
+    if fmt:
+        if fmt not in ("json", "proto"):
+            raise ExportError(f"unknown format {fmt!r}; use json or proto")
+        return fmt
+    name = str(path).lower()
+    if name.endswith(JSON_SUFFIXES):
+        return "json"
+    if name.endswith(PROTO_SUFFIXES):
+        return "proto"
+    raise ExportError(f"{path}: cannot tell the format from the name; use .json, .json.gz or "
+                      ".pftrace (or --format json|proto)")
+
+
+# ------------------------------------------------------------------------------------------------
+# tracks
+# ------------------------------------------------------------------------------------------------
+class Track:
+    """One Perfetto thread track (pid, tid) or counter track; uuid for the proto writer."""
+
+    __slots__ = ("pid", "tid", "name", "sort", "uuid", "process", "end_packet")
+
+    def __init__(self, pid, tid, name, sort, uuid, process=None):
+        self.pid, self.tid, self.name, self.sort, self.uuid = pid, tid, name, sort, uuid
+        self.process = process
+        self.end_packet = None
+
+
+class Process:
+    __slots__ = ("pid", "name", "sort", "uuid", "tids", "next_synth", "seq")
+
+    def __init__(self, pid, name, sort, uuid):
+        self.pid, self.name, self.sort, self.uuid = pid, name, sort, uuid
+        self.tids: set[int] = set()
+        self.next_synth = SYNTH_TID_BASE
+        self.seq = 0
+
+
+class Lanes:
+    """Lane assignment on one track.  nest=True (host threads): a slice joins the first lane
+    where it nests (Perfetto's rule: it starts at or after the innermost open slice's start and
+    ends at or before its end; slices that ended at or before its start are closed).  nest=False
+    (GPU streams): a slice joins the first lane with nothing open at its start."""
+
+    __slots__ = ("nest", "stacks", "ended", "record")
+
+    def __init__(self, nest: bool, record: bool = False):
+        self.nest = nest
+        self.stacks: list[list[int]] = []
+        self.record = record
+        self.ended: list[tuple[int, int]] = []  # (lane, end) of closed slices, when record
+
+    def place(self, s: int, e: int) -> int:
+        rec = self.record
+        for i, st in enumerate(self.stacks):
+            while st and st[-1] <= s:
+                end = st.pop()
+                if rec:
+                    self.ended.append((i, end))
+            if not st or (self.nest and e <= st[-1] and len(st) < MAX_DEPTH):
+                st.append(e)
+                return i
+        self.stacks.append([e])
+        return len(self.stacks) - 1
+
+    def place_instant(self, s: int) -> int:
+        if not self.stacks:
+            self.stacks.append([])
+        st = self.stacks[0]
+        while st and st[-1] <= s:
+            end = st.pop()
+            if self.record:
+                self.ended.append((0, end))
+        return 0
+
+    def close_all(self) -> None:
+        if self.record:
+            for i, st in enumerate(self.stacks):
+                while st:
+                    self.ended.append((i, st.pop()))
+        self.stacks = []
+
+
+class Layout:
+    """Allocates output pids/tids, names and sort indices; tells the writer about new tracks."""
+
+    def __init__(self, writer, sources: dict[int, dict], proc_names, thread_names, device_names):
+        self.w = writer
+        self.sources = sources
+        self.proc_names = proc_names
+        self.thread_names = thread_names
+        self.device_names = device_names
+        self.used_pids: set[int] = set()
+        self.next_synth_pid = SYNTH_PID_BASE
+        self.host: dict[tuple, Process] = {}
+        self.gpu: dict[tuple, Process] = {}
+        self.threads: dict[tuple, Track] = {}
+        self.counters: dict[tuple, Track] = {}
+        self.processes: list[Process] = []
+        self.next_uuid = 1
+        self.extra_lanes = 0
+
+    def _uuid(self) -> int:
+        u = self.next_uuid
+        self.next_uuid += 1
+        return u
+
+    def _new_pid(self, want: int | None) -> int:
+        if want is not None and 1 <= want < HOST_PID_LIMIT and want not in self.used_pids:
+            self.used_pids.add(want)
+            return want
+        while self.next_synth_pid in self.used_pids:
+            self.next_synth_pid += 1
+        p = self.next_synth_pid
+        self.used_pids.add(p)
+        self.next_synth_pid += 1
+        return p
+
+    def _new_process(self, pid, name, sort) -> Process:
+        p = Process(pid, name, sort, self._uuid())
+        self.processes.append(p)
+        self.w.on_process(p)
+        return p
+
+    def host_process(self, sid: int, pid: int | None) -> Process:
+        key = (sid, pid)
+        p = self.host.get(key)
+        if p is not None:
+            return p
+        src = self.sources[sid]
+        out = self._new_pid(pid)
+        if pid is None:
+            name = f"unattributed events [{src['label']}]"
+            sort = src["ord"] * 1_000_000 + 499_999
+        else:
+            base = self.proc_names.get((sid, pid)) or "process"
+            shown = f"{base} (pid {pid})" if out != pid else base
+            name = f"{shown} [{src['label']}]"
+            sort = src["ord"] * 1_000_000 + len([k for k in self.host if k[0] == sid])
+        p = self.host[key] = self._new_process(out, name, sort)
+        return p
+
+    def gpu_process(self, sid: int, device: int | None) -> Process:
+        key = (sid, device)
+        p = self.gpu.get(key)
+        if p is not None:
+            return p
+        src = self.sources[sid]
+        dev_no = -1 if device is None else device
+        pid = GPU_PID_BASE + src["ord"] * 1000 + (dev_no % 1000 if dev_no >= 0 else 999)
+        while pid in self.used_pids:
+            pid += 1
+        self.used_pids.add(pid)
+        dname = self.device_names.get((sid, device))
+        label = "GPU ?" if device is None else f"GPU {device}"
+        name = f"{label} · {dname} [{src['label']}]" if dname else f"{label} [{src['label']}]"
+        sort = src["ord"] * 1_000_000 + 500_000 + (dev_no if dev_no >= 0 else 99_999)
+        p = self.gpu[key] = self._new_process(pid, name, sort)
+        return p
+
+    def _tid(self, proc: Process, want: int | None) -> int:
+        if want is not None and 1 <= want < SYNTH_TID_BASE and want not in proc.tids:
+            proc.tids.add(want)
+            return want
+        while proc.next_synth in proc.tids:
+            proc.next_synth += 1
+        t = proc.next_synth
+        proc.tids.add(t)
+        proc.next_synth += 1
+        return t
+
+    def _thread(self, key, proc: Process, want_tid, name, sort, lane: int) -> Track:
+        if lane:
+            self.extra_lanes += 1
+        t = Track(proc.pid, self._tid(proc, want_tid if not lane else None), name, sort,
+                  self._uuid(), proc)
+        self.threads[key] = t
+        self.w.on_thread(t)
+        return t
+
+    def host_thread(self, sid, pid, tid, lane: int) -> Track:
+        key = ("h", sid, pid, tid, lane)
+        t = self.threads.get(key)
+        if t is not None:
+            return t
+        proc = self.host_process(sid, pid)
+        base_key = ("h", sid, pid, tid, 0)
+        if lane == 0:
+            seq = proc.seq
+            proc.seq += 1
+            if pid is None:
+                name = "unattributed" if tid is None else f"unattributed (tid {tid})"
+            else:
+                name = self.thread_names.get((sid, pid, tid)) or (
+                    "main thread" if tid == pid else f"thread {tid}")
+            want = tid
+            if pid is not None and tid == pid:
+                want = proc.pid  # the main thread stays the main thread under a new pid
+            return self._thread(key, proc, want, name, seq * 100, 0)
+        base = self.threads.get(base_key) or self.host_thread(sid, pid, tid, 0)
+        return self._thread(key, proc, None, f"{base.name} · lane {lane + 1}", base.sort + lane, lane)
+
+    def gpu_thread(self, sid, device, kind: str, stream, lane: int) -> Track:
+        """kind: 'stream' (kernels and memops), 'annot' (GPU annotations), 'sync'."""
+        key = ("g", sid, device, kind, stream, lane)
+        t = self.threads.get(key)
+        if t is not None:
+            return t
+        proc = self.gpu_process(sid, device)
+        sbase = 0 if stream is None else stream + 1
+        if stream is None:
+            sname = {"stream": "Stream ?", "annot": "Annotations", "sync": "Context sync"}[kind]
+        else:
+            sname = f"Stream {stream}" + {"stream": "", "annot": " · annotations", "sync": " · sync"}[kind]
+        if stream is None:
+            order = 10**9
+        else:
+            order = stream if stream < 10**6 else 10**6
+        sort = order * 1000 + {"annot": 0, "stream": 100, "sync": 900}[kind] + lane
+        want = sbase if (kind == "stream" and lane == 0 and 1 <= sbase < SYNTH_TID_BASE) else None
+        name = sname if lane == 0 else f"{sname} · lane {lane + 1}"
+        return self._thread(key, proc, want, name, sort, lane)
+
+    def counter_track(self, proc: Process, name: str, key: str, unit: str | None = None) -> Track:
+        k = (proc.pid, name, key)
+        t = self.counters.get(k)
+        if t is None:
+            t = self.counters[k] = Track(proc.pid, None, f"{name} {key}", 0, self._uuid(), proc)
+            self.w.on_counter_track(t, name, key, unit)
+        return t
+
+
+# ------------------------------------------------------------------------------------------------
+# output sinks and writers
+# ------------------------------------------------------------------------------------------------
+class Sink:
+    """Writes byte chunks to a file from a background thread (gzip compression runs there, off
+    the main thread: zlib releases the GIL).  The queue is bounded, so memory is too."""
+
+    def __init__(self, path: Path, gz: bool, level: int):
+        self.path = path
+        self.tmp = path.with_name(path.name + ".tmp")
+        self.f = open(self.tmp, "wb")
+        self.out = gzip.GzipFile(fileobj=self.f, mode="wb", compresslevel=level, mtime=0) if gz else self.f
+        self.q: queue.Queue = queue.Queue(maxsize=16)
+        self.err: BaseException | None = None
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            chunk = self.q.get()
+            if chunk is None:
+                return
+            if self.err is None:
+                try:
+                    self.out.write(chunk)
+                except BaseException as e:  # reported by close()
+                    self.err = e
+
+    def write(self, chunk: bytes) -> None:
+        if self.err is not None:
+            raise ExportError(f"{self.path}: write failed ({self.err})")
+        self.q.put(chunk)
+
+    def close(self, ok: bool = True) -> int:
+        self.q.put(None)
+        self.t.join()
+        if self.out is not self.f:
+            self.out.close()
+        self.f.close()
+        if not ok or self.err is not None:
+            self.tmp.unlink(missing_ok=True)
+            if self.err is not None:
+                raise ExportError(f"{self.path}: write failed ({self.err})")
+            return 0
+        os.replace(self.tmp, self.path)
+        return self.path.stat().st_size
+
+
+_BIG_INT = re.compile(rb"\d{19,}")
+_DUMPS = orjson.dumps
+
+
+def _load_args(text) -> dict | None:
+    """The args JSON text of a row as a dict; integers outside int64 become strings (Perfetto
+    turns them into -1.0)."""
+    if not text:
+        return None
+    raw = text.encode() if isinstance(text, str) else text
+    try:
+        d = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        import json
+
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            return {"args": text if isinstance(text, str) else raw.decode("utf-8", "replace")}
+    if not isinstance(d, dict):
+        d = {"args": d}
+    if _BIG_INT.search(raw):
+        d = _fix_ints(d)
+    return d or None
+
+
+def _fix_ints(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -INT64_MAX - 1 <= v <= INT64_MAX else str(v)
+    if isinstance(v, dict):
+        return {k: _fix_ints(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_fix_ints(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+class JsonWriter:
+    """Chrome JSON, object form; metadata events (M) at the end once every track is known."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.buf: list[bytes] = []
+        self.first = True
+        self.slices = self.flows = self.samples = 0
+        self.procs: list[Process] = []
+        self.tracks: list[Track] = []
+        sink.write(b'{"traceEvents":[\n')
+
+    # tracks
+    def on_process(self, p: Process):
+        self.procs.append(p)
+
+    def on_thread(self, t: Track):
+        self.tracks.append(t)
+
+    def on_counter_track(self, t: Track, name, key, unit):
+        pass
+
+    def end(self, track: Track, ts: int):
+        pass
+
+    # events
+    def slice(self, t: Track, ts: int, dur: int, name, cat, args, flow_out=None, flow_in=None,
+              v1_out=None, v1_in=None, instant=False):
+        ev = {"ph": "i" if instant else "X", "cat": cat or "other", "name": name or "[No name]",
+              "pid": t.pid, "tid": t.tid, "ts": ts / 1000}
+        if instant:
+            ev["s"] = "t"
+        else:
+            ev["dur"] = dur / 1000
+        if args:
+            ev["args"] = args
+        if flow_out is not None:
+            ev["bind_id"] = flow_out
+            ev["flow_out"] = True
+            self.flows += 1
+        elif flow_in is not None:
+            ev["bind_id"] = flow_in
+            ev["flow_in"] = True
+        buf = self.buf
+        buf.append(_DUMPS(ev))
+        self.slices += 1
+        if v1_out:
+            us = ts / 1000
+            for fid in v1_out:
+                buf.append(_DUMPS({"ph": "s", "id": fid, "cat": "ac2g", "name": "launch", "pid": t.pid,
+                                   "tid": t.tid, "ts": us}))
+                self.flows += 1
+        if v1_in is not None:
+            buf.append(_DUMPS({"ph": "f", "bp": "e", "id": v1_in, "cat": "ac2g", "name": "launch",
+                               "pid": t.pid, "tid": t.tid, "ts": ts / 1000}))
+        if len(buf) >= 4096:
+            self.flush()
+
+    def counter(self, t: Track, name: str, key: str, ts: int, value: float):
+        self.buf.append(_DUMPS({"ph": "C", "name": name, "pid": t.pid, "ts": ts / 1000,
+                                "args": {key: value}}))
+        self.samples += 1
+        if len(self.buf) >= 4096:
+            self.flush()
+
+    def flush(self):
+        if not self.buf:
+            return
+        data = b",\n".join(self.buf)
+        self.buf = []
+        if b"\x7f" in data:  # Perfetto's tokenizer rejects raw DEL; it only occurs inside strings
+            data = data.replace(b"\x7f", b"\\u007f")
+        if not self.first:
+            data = b",\n" + data
+        self.first = False
+        self.sink.write(data)
+
+    def finish(self, top: dict):
+        for p in self.procs:
+            self.buf.append(_DUMPS({"ph": "M", "name": "process_name", "pid": p.pid, "ts": 0,
+                                    "args": {"name": p.name}}))
+            self.buf.append(_DUMPS({"ph": "M", "name": "process_sort_index", "pid": p.pid, "ts": 0,
+                                    "args": {"sort_index": p.sort}}))
+        for t in self.tracks:
+            self.buf.append(_DUMPS({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid,
+                                    "ts": 0, "args": {"name": t.name}}))
+            self.buf.append(_DUMPS({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid,
+                                    "ts": 0, "args": {"sort_index": t.sort}}))
+        self.flush()
+        tail = b"\n]"
+        for k, v in top.items():
+            tail += b",\n" + _DUMPS(k) + b":" + _DUMPS(v)
+        self.sink.write(tail + b"}\n")
+
+
+# Perfetto proto field numbers (protos/perfetto/trace/trace_packet.proto, track_event/*.proto)
+TP_TIMESTAMP, TP_TRACK_EVENT, TP_SEQ_ID, TP_INTERNED, TP_SEQ_FLAGS, TP_TRACK_DESC = 8, 11, 10, 12, 13, 60
+TP_FIRST_ON_SEQ = 87
+SEQ_CLEARED, SEQ_NEEDS = 1, 2
+TD_UUID, TD_NAME, TD_PROCESS, TD_THREAD, TD_PARENT, TD_COUNTER = 1, 2, 3, 4, 5, 8
+TD_CHILD_ORDERING, TD_SIBLING_RANK = 11, 12
+PD_PID, PD_NAME, PD_SORT = 1, 6, 3
+THD_PID, THD_TID, THD_NAME, THD_SORT = 1, 2, 5, 3
+CD_UNIT, CD_UNIT_NAME = 3, 6
+TE_CAT_IIDS, TE_NAME_IID, TE_TYPE, TE_TRACK, TE_DOUBLE_VALUE = 3, 10, 9, 11, 44
+TE_DEBUG, TE_FLOW_IDS, TE_TERM_FLOW_IDS, TE_CORRELATION = 4, 47, 48, 52
+TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
+ID_CATS, ID_NAMES, ID_ARG_NAMES = 1, 2, 3
+DA_NAME_IID, DA_BOOL, DA_INT, DA_DOUBLE, DA_STRING, DA_DICT, DA_ARRAY = 1, 2, 4, 5, 6, 11, 12
+SEQ = 1
+
+
+class ProtoWriter:
+    """Perfetto TrackEvent protobuf: one packet sequence, interned names, categories and arg
+    names; descriptors written before the first event of each track."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.buf: list[bytes] = []
+        self.nbuf = 0
+        self.slices = self.flows = self.samples = 0
+        self.names: dict[str, int] = {}
+        self.cats: dict[str, int] = {}
+        self.arg_names: dict[str, int] = {}
+        self.seq_tail = pw.f_varint(TP_SEQ_ID, SEQ) + pw.f_varint(TP_SEQ_FLAGS, SEQ_NEEDS)
+        first = pw.f_varint(TP_SEQ_ID, SEQ) + pw.f_varint(TP_SEQ_FLAGS, SEQ_CLEARED) \
+            + pw.f_bool(TP_FIRST_ON_SEQ, True)
+        self._packet(first)
+
+    def _packet(self, body: bytes):
+        self.buf.append(b"\x0a" + pw.varint(len(body)) + body)  # Trace.packet = 1
+        if len(self.buf) >= 8192:
+            self.flush()
+
+    def flush(self):
+        if self.buf:
+            self.sink.write(b"".join(self.buf))
+            self.buf = []
+
+    # tracks
+    def on_process(self, p: Process):
+        desc = pw.f_varint(TD_UUID, p.uuid) + pw.f_bytes(
+            TD_PROCESS, pw.f_varint(PD_PID, p.pid) + pw.f_str(PD_NAME, p.name)
+            + pw.f_varint(PD_SORT, p.sort & 0x7FFFFFFF)) + pw.f_varint(TD_CHILD_ORDERING, 3)
+        self._packet(pw.f_varint(TP_TIMESTAMP, 0) + pw.f_bytes(TP_TRACK_DESC, desc))
+
+    def on_thread(self, t: Track):
+        desc = pw.f_varint(TD_UUID, t.uuid) + pw.f_varint(TD_PARENT, t.process.uuid) + pw.f_bytes(
+            TD_THREAD, pw.f_varint(THD_PID, t.pid) + pw.f_varint(THD_TID, t.tid) + pw.f_str(THD_NAME, t.name)
+            + pw.f_varint(THD_SORT, t.sort & 0x7FFFFFFF)) + pw.f_varint(TD_SIBLING_RANK, t.sort & 0x7FFFFFFF)
+        self._packet(pw.f_varint(TP_TIMESTAMP, 0) + pw.f_bytes(TP_TRACK_DESC, desc))
+        t.end_packet = pw.f_bytes(TP_TRACK_EVENT, pw.f_varint(TE_TYPE, TYPE_END) + pw.f_varint(TE_TRACK, t.uuid)) \
+            + self.seq_tail
+
+    def on_counter_track(self, t: Track, name, key, unit):
+        cd = pw.f_str(CD_UNIT_NAME, unit) if unit else b""
+        desc = pw.f_varint(TD_UUID, t.uuid) + pw.f_varint(TD_PARENT, t.process.uuid) \
+            + pw.f_str(TD_NAME, t.name) + pw.f_bytes(TD_COUNTER, cd)
+        self._packet(pw.f_varint(TP_TIMESTAMP, 0) + pw.f_bytes(TP_TRACK_DESC, desc))
+        t.end_packet = pw.f_bytes(TP_TRACK_EVENT, pw.f_varint(TE_TYPE, TYPE_COUNTER)
+                                  + pw.f_varint(TE_TRACK, t.uuid))
+
+    # interning
+    def _intern(self, table: dict, s: str, new: list) -> int:
+        iid = table.get(s)
+        if iid is None:
+            iid = table[s] = len(table) + 1
+            new.append((iid, s))
+        return iid
+
+    def _annotation(self, k: str, v, new_args) -> bytes:
+        body = pw.f_varint(DA_NAME_IID, self._intern(self.arg_names, k, new_args))
+        return body + self._value(v, new_args)
+
+    def _value(self, v, new_args) -> bytes:
+        if isinstance(v, bool):
+            return pw.f_bool(DA_BOOL, v)
+        if isinstance(v, int):
+            if -INT64_MAX - 1 <= v <= INT64_MAX:
+                return pw.f_varint(DA_INT, v)
+            return pw.f_str(DA_STRING, str(v))
+        if isinstance(v, float):
+            return pw.f_double(DA_DOUBLE, v) if math.isfinite(v) else pw.f_str(DA_STRING, str(v))
+        if isinstance(v, str):
+            return pw.f_str(DA_STRING, v)
+        if isinstance(v, dict):
+            return b"".join(pw.f_bytes(DA_DICT, self._annotation(str(k), x, new_args))
+                            for k, x in v.items()) or pw.f_str(DA_STRING, "{}")
+        if isinstance(v, list):
+            return b"".join(pw.f_bytes(DA_ARRAY, self._value(x, new_args)) for x in v) \
+                or pw.f_str(DA_STRING, "[]")
+        if v is None:
+            return pw.f_str(DA_STRING, "null")
+        return pw.f_str(DA_STRING, str(v))
+
+    def _interned_data(self, new_names, new_cats, new_args) -> bytes:
+        body = b""
+        for iid, s in new_cats:
+            body += pw.f_bytes(ID_CATS, pw.f_varint(1, iid) + pw.f_str(2, s))
+        for iid, s in new_names:
+            body += pw.f_bytes(ID_NAMES, pw.f_varint(1, iid) + pw.f_str(2, s))
+        for iid, s in new_args:
+            body += pw.f_bytes(ID_ARG_NAMES, pw.f_varint(1, iid) + pw.f_str(2, s))
+        return pw.f_bytes(TP_INTERNED, body)
+
+    # events
+    def end(self, t: Track, ts: int):
+        self._packet(pw.f_varint(TP_TIMESTAMP, ts) + t.end_packet)
+
+    def slice(self, t: Track, ts: int, dur: int, name, cat, args, flow_out=None, flow_in=None,
+              v1_out=None, v1_in=None, instant=False):
+        new_names, new_cats, new_args = [], [], []
+        te = pw.f_varint(TE_TYPE, TYPE_INSTANT if instant else TYPE_BEGIN) + pw.f_varint(TE_TRACK, t.uuid) \
+            + pw.f_varint(TE_NAME_IID, self._intern(self.names, name or "[No name]", new_names)) \
+            + pw.f_varint(TE_CAT_IIDS, self._intern(self.cats, cat or "other", new_cats))
+        if args:
+            te += b"".join(pw.f_bytes(TE_DEBUG, self._annotation(str(k), v, new_args))
+                           for k, v in args.items())
+        if flow_out is not None:
+            te += pw.f_fixed64(TE_FLOW_IDS, flow_out)
+            self.flows += 1
+            if v1_out:
+                for fid in v1_out:
+                    te += pw.f_fixed64(TE_FLOW_IDS, fid)
+                    self.flows += 1
+        fin = flow_in if flow_in is not None else v1_in
+        if fin is not None:
+            te += pw.f_fixed64(TE_TERM_FLOW_IDS, fin)
+        pkt = pw.f_varint(TP_TIMESTAMP, ts) + pw.f_bytes(TP_TRACK_EVENT, te)
+        if new_names or new_cats or new_args:
+            pkt += self._interned_data(new_names, new_cats, new_args)
+        self._packet(pkt + self.seq_tail)
+        self.slices += 1
+
+    def counter(self, t: Track, name: str, key: str, ts: int, value: float):
+        self._packet(pw.f_varint(TP_TIMESTAMP, ts) + pw.f_bytes(
+            TP_TRACK_EVENT, pw.f_varint(TE_TYPE, TYPE_COUNTER) + pw.f_varint(TE_TRACK, t.uuid)
+            + pw.f_double(TE_DOUBLE_VALUE, value)) + self.seq_tail)
+        self.samples += 1
+
+    def finish(self, top: dict):
+        self.flush()
+
+
+# ------------------------------------------------------------------------------------------------
+# the export
+# ------------------------------------------------------------------------------------------------
+_API_CAT = {"cuda_runtime": "cuda_runtime", "cuda_driver": "cuda_driver", "hip_runtime": "cuda_runtime"}
+_MEMOP_CAT = {"memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+
+
+def _nice_bucket(span_ns: int, target: int = 2000) -> int:
+    raw = max(span_ns // target, 1000)
+    mag = 10 ** (len(str(raw)) - 1)
+    for m in (1, 2, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def _source_label(s: dict) -> str:
+    parts = []
+    if s["rank"] is not None:
+        parts.append(f"rank {s['rank']}")
+    if s["host"]:
+        parts.append(s["host"])
+    parts.append(f"{s['format']} #{s['source_id']}")
+    return " · ".join(parts)
+
+
+class _Exporter:
+    def __init__(self, con, opts: ExportOptions, result: ExportResult):
+        self.con = con
+        self.o = opts
+        self.r = result
+
+    # -- selection ----------------------------------------------------------------------------
+    def resolve_sources(self) -> dict[int, dict]:
+        cols = ["source_id", "path", "format", "host", "rank", "world_size", "clock_origin",
+                "clock_offset_ns", "start_ns", "end_ns"]
+        rows = self.con.execute(f"SELECT {', '.join(cols)} FROM sources ORDER BY source_id").fetchall()
+        allsrc = {r[0]: dict(zip(cols, r)) for r in rows}
+        if not allsrc:
+            raise ExportError("the store has no sources; convert a trace into it first")
+        want = list(dict.fromkeys(self.o.sources)) or list(allsrc)
+        missing = [s for s in want if s not in allsrc]
+        if missing:
+            raise ExportError(f"no source {', '.join(map(str, missing))} in the store "
+                              f"(sources: {', '.join(map(str, allsrc))})")
+        bad_align = [s for s in self.o.align if s not in want]
+        if bad_align:
+            raise ExportError(f"--align names source {bad_align[0]}, which is not selected")
+        sel = {s: allsrc[s] for s in want}
+        known = {}
+        for sid, s in sel.items():
+            if sid in self.o.align:
+                s["offset"], s["offset_from"] = self.o.align[sid], "--align"
+                known[sid] = s["offset"]
+            elif s["clock_offset_ns"] is not None:
+                s["offset"], s["offset_from"] = s["clock_offset_ns"], f"clock_offset_ns ({s['clock_origin']})"
+                known[sid] = s["offset"]
+        starts = [sel[sid]["start_ns"] + off for sid, off in known.items() if sel[sid]["start_ns"] is not None]
+        ref = min(starts) if starts else 0
+        for sid, s in sel.items():
+            if "offset" not in s:
+                s["offset"] = ref - (s["start_ns"] or 0)
+                s["offset_from"] = "unknown clock: first event aligned to the earliest source"
+                if len(sel) > 1:
+                    self.r.warnings.append(
+                        f"source {sid} ({Path(s['path']).name}) has no known clock offset; its first "
+                        f"event was aligned with the earliest source's. Use --align {sid}=OFFSET_NS "
+                        "to place it exactly")
+        order = sorted(sel.values(), key=lambda s: (s["rank"] is None, s["rank"] or 0, s["host"] or "",
+                                                    s["source_id"]))
+        for i, s in enumerate(order):
+            s["ord"] = i
+            s["label"] = _source_label(s)
+        return sel
+
+    def _win(self, alias: str, start="start_ns", end="end_ns") -> str:
+        o = self.o
+        conds = []
+        if o.end_ns is not None:
+            conds.append(f"{alias}.{start} + s.off < $we")
+        if o.start_ns is not None:
+            conds.append(f"({alias}.{end} + s.off > $ws OR ({alias}.{end} = {alias}.{start} "
+                         f"AND {alias}.{start} + s.off >= $ws))")
+        return " AND ".join(conds) or "TRUE"
+
+    def _dev(self, alias: str, allow_null: bool = False) -> str:
+        if not self.o.devices:
+            return "TRUE"
+        ids = ", ".join(str(int(d)) for d in self.o.devices)
+        cond = f"{alias}.device_id IN ({ids})"
+        return f"({alias}.device_id IS NULL OR {cond})" if allow_null else cond
+
+    def params(self, **extra) -> dict:
+        p = {}
+        if self.o.start_ns is not None:
+            p["ws"] = self.o.start_ns
+        if self.o.end_ns is not None:
+            p["we"] = self.o.end_ns
+        p.update(extra)
+        return p
+
+    def reader(self, sql: str, **params):
+        rel = self.con.sql(sql, params=self.params(**params))
+        return rel.to_arrow_reader(BATCH_ROWS)
+
+    # -- setup ----------------------------------------------------------------------------------
+    def setup(self):
+        con = self.con
+        import pyarrow as pa
+
+        sel = self.sources
+        tbl = pa.table({"source_id": pa.array(list(sel), pa.int32()),
+                        "off": pa.array([s["offset"] for s in sel.values()], pa.int64()),
+                        "ord": pa.array([s["ord"] for s in sel.values()], pa.int32())})
+        con.register("tk_src_arrow", tbl)
+        con.execute("CREATE OR REPLACE TEMP TABLE tk_src AS SELECT * FROM tk_src_arrow")
+        con.unregister("tk_src_arrow")
+        W = self._win
+        t0 = con.execute(f"""
+            SELECT min(v) FROM (
+              SELECT min(a.start_ns + s.off) v FROM api_calls a JOIN tk_src s USING (source_id) WHERE {W('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM events a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND (a.device_id IS NULL OR {self._dev('a')})
+              UNION ALL SELECT min(a.start_ns + s.off) FROM kernels a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM memops a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM syncs a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.ts_ns + s.off) FROM counters a JOIN tk_src s USING (source_id)
+                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""",
+                         self.params()).fetchall()[0][0]
+        self.t0 = self.r.t0_ns = int(t0) if t0 is not None else 0
+        if t0 is None:
+            self.r.warnings.append("the selection holds no events; the trace is empty")
+        # launch links
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE tk_pairs AS
+            WITH api AS (
+              SELECT a.rowid AS api_rowid, a.source_id, a.pid, a.correlation_id, a.start_ns + s.off AS api_s,
+                     row_number() OVER (PARTITION BY a.source_id, a.pid, a.correlation_id
+                                        ORDER BY a.start_ns, a.end_ns DESC, a.tid, a.rowid) AS rn
+              FROM api_calls a JOIN tk_src s USING (source_id)
+              WHERE a.correlation_id IS NOT NULL AND {W('a')}
+            ), chosen AS (
+              SELECT *, count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids FROM api WHERE rn = 1
+            ), gpu AS (
+              SELECT 'k' AS tbl, k.rowid AS g_rowid, k.source_id, k.pid, k.correlation_id,
+                     k.start_ns + s.off AS g_s
+              FROM kernels k JOIN tk_src s USING (source_id)
+              WHERE k.correlation_id IS NOT NULL AND {W('k')} AND {self._dev('k')}
+              UNION ALL
+              SELECT 'm', m.rowid, m.source_id, m.pid, m.correlation_id, m.start_ns + s.off
+              FROM memops m JOIN tk_src s USING (source_id)
+              WHERE m.correlation_id IS NOT NULL AND {W('m')} AND {self._dev('m')}
+            )
+            SELECT g.tbl, g.g_rowid, c.api_rowid, g.g_s, c.api_s
+            FROM gpu g JOIN chosen c ON g.source_id = c.source_id AND g.correlation_id = c.correlation_id
+            WHERE g.pid = c.pid OR (g.pid IS NULL AND c.n_pids = 1)""", self.params())
+        late = con.execute("SELECT count(*) FROM tk_pairs WHERE g_s < api_s").fetchall()[0][0]
+        if late:
+            self.r.skipped["flow arrows whose GPU work starts before its launch call"] += late
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE tk_links AS
+            SELECT tbl, g_rowid, api_rowid,
+                   row_number() OVER (ORDER BY api_rowid, g_s, tbl, g_rowid) AS link_id,
+                   row_number() OVER (PARTITION BY api_rowid ORDER BY g_s, tbl, g_rowid) - 1 AS link_rank
+            FROM tk_pairs WHERE g_s >= api_s""")
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE tk_launch AS
+            SELECT api_rowid, min(link_id) AS first_link, count(*) AS n_links FROM tk_links GROUP BY api_rowid""")
+        self.bound_join, self.bound_expr = _bound_sql(con)
+
+    def names(self):
+        con = self.con
+        ids = ", ".join(str(s) for s in self.sources)
+        proc_names = {}
+        for sid, pid, name in con.execute(
+                f"SELECT source_id, pid, name FROM processes WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, pid").fetchall():
+            proc_names.setdefault((sid, pid), name)
+        thread_names = {}
+        for sid, pid, tid, name in con.execute(
+                f"SELECT source_id, pid, tid, name FROM threads WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, pid, tid").fetchall():
+            thread_names.setdefault((sid, pid, tid), name)
+        dev_names = {}
+        for sid, dev, name in con.execute(
+                f"SELECT source_id, device_id, name FROM devices WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, device_id").fetchall():
+            dev_names.setdefault((sid, dev), name)
+        return proc_names, thread_names, dev_names
+
+    # -- streams ---------------------------------------------------------------------------------
+    def host(self, L: Layout, w):
+        W = self._win
+        sql = f"""
+            SELECT 0 AS kind, s.ord, a.source_id, a.pid, a.tid, a.start_ns + s.off - $t0 AS ts, a.dur_ns AS dur,
+                   a.name, a.api AS cat, a.correlation_id AS corr, a.external_id AS ext, a.args::VARCHAR AS args,
+                   l.first_link, l.n_links, false AS instant
+            FROM api_calls a JOIN tk_src s USING (source_id) LEFT JOIN tk_launch l ON l.api_rowid = a.rowid
+            WHERE {W('a')}
+            UNION ALL
+            SELECT 1, s.ord, e.source_id, e.pid, e.tid, e.start_ns + s.off - $t0, e.dur_ns, e.name, e.category,
+                   e.correlation_id, e.external_id, e.args::VARCHAR, NULL, NULL, coalesce(e.is_instant, false)
+            FROM events e JOIN tk_src s USING (source_id)
+            WHERE e.device_id IS NULL AND e.stream_id IS NULL AND {W('e')}
+            ORDER BY ord, pid NULLS LAST, (tid IS DISTINCT FROM pid), tid NULLS LAST, ts, dur DESC, kind DESC"""
+        record = isinstance(w, ProtoWriter)
+        cur = None
+        lanes = None
+        tracks: list = []
+        for batch in self.reader(sql, t0=self.t0):
+            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            kinds, sids, pids, tids = c["kind"], c["source_id"], c["pid"], c["tid"]
+            tss, durs, names, cats = c["ts"], c["dur"], c["name"], c["cat"]
+            corrs, exts, argss, firsts, nls, insts = (c["corr"], c["ext"], c["args"], c["first_link"],
+                                                       c["n_links"], c["instant"])
+            for i in range(len(kinds)):
+                key = (sids[i], pids[i], tids[i])
+                if key != cur:
+                    if lanes is not None:
+                        self._close(lanes, tracks, w)
+                    cur, lanes, tracks = key, Lanes(True, record), []
+                ts, dur = tss[i], durs[i]
+                if dur is None or dur < 0:
+                    self.r.skipped["host events with a negative or missing duration"] += 1
+                    continue
+                inst = insts[i]
+                lane = lanes.place_instant(ts) if inst else lanes.place(ts, ts + dur)
+                if record and lanes.ended:
+                    self._ends(lanes, tracks, w)
+                while len(tracks) <= lane:
+                    tracks.append(L.host_thread(key[0], key[1], key[2], len(tracks)))
+                t = tracks[lane]
+                args = _load_args(argss[i])
+                if kinds[i] == 0:
+                    cat = _API_CAT.get(cats[i], cats[i] or "cuda_api")
+                    a = {"correlation": corrs[i]} if corrs[i] is not None else {}
+                    if exts[i] is not None:
+                        a["External id"] = exts[i]
+                    args = {**args, **a} if args else a
+                    first = firsts[i]
+                    if first is not None:
+                        n = nls[i]
+                        w.slice(t, ts, dur, names[i], cat, args or None, flow_out=first,
+                                v1_out=range(first + 1, first + n) if n > 1 else None)
+                    else:
+                        w.slice(t, ts, dur, names[i], cat, args or None)
+                else:
+                    w.slice(t, ts, dur, names[i], cats[i], args, instant=inst)
+        if lanes is not None:
+            self._close(lanes, tracks, w)
+
+    def _ends(self, lanes: Lanes, tracks, w):
+        for lane, end in lanes.ended:
+            w.end(tracks[lane], end)
+        lanes.ended.clear()
+
+    def _close(self, lanes: Lanes, tracks, w):
+        lanes.close_all()
+        if lanes.ended:
+            self._ends(lanes, tracks, w)
+
+    def gpu(self, L: Layout, w):
+        W, D = self._win, self._dev
+        sql = f"""
+            SELECT 0 AS kind, s.ord, k.source_id, k.device_id, k.stream_id, k.start_ns + s.off - $t0 AS ts,
+                   k.dur_ns AS dur, k.name, k.correlation_id AS corr, k.external_id AS ext, k.args::VARCHAR AS args,
+                   l.link_id, l.link_rank, k.context_id AS ctx, k.grid_x, k.grid_y, k.grid_z,
+                   k.block_x, k.block_y, k.block_z, k.registers_per_thread AS regs, k.shared_bytes AS smem,
+                   k.static_shared_bytes AS smem_static, k.dynamic_shared_bytes AS smem_dynamic,
+                   k.graph_id, k.graph_node_id, k.launch_type,
+                   NULL::VARCHAR AS memkind, NULL::VARCHAR AS copy_kind, NULL::VARCHAR AS src_kind,
+                   NULL::VARCHAR AS dst_kind, NULL::BIGINT AS bytes, {self.bound_expr} AS bound
+            FROM kernels k JOIN tk_src s USING (source_id)
+                 LEFT JOIN tk_links l ON l.tbl = 'k' AND l.g_rowid = k.rowid {self.bound_join}
+            WHERE {W('k')} AND {D('k')}
+            UNION ALL
+            SELECT 1, s.ord, m.source_id, m.device_id, m.stream_id, m.start_ns + s.off - $t0, m.dur_ns, m.name,
+                   m.correlation_id, m.external_id, m.args::VARCHAR, l.link_id, l.link_rank, m.context_id,
+                   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, m.graph_node_id, NULL,
+                   m.kind, m.copy_kind, m.src_kind, m.dst_kind, m.bytes, NULL
+            FROM memops m JOIN tk_src s USING (source_id)
+                 LEFT JOIN tk_links l ON l.tbl = 'm' AND l.g_rowid = m.rowid
+            WHERE {W('m')} AND {D('m')}
+            ORDER BY ord, device_id NULLS LAST, stream_id NULLS LAST, ts, dur DESC, kind"""
+        record = isinstance(w, ProtoWriter)
+        cur = None
+        lanes = None
+        tracks: list = []
+        for batch in self.reader(sql, t0=self.t0):
+            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            kinds, sids, devs, streams = c["kind"], c["source_id"], c["device_id"], c["stream_id"]
+            tss, durs, names = c["ts"], c["dur"], c["name"]
+            corrs, exts, argss, links, ranks, ctxs = (c["corr"], c["ext"], c["args"], c["link_id"],
+                                                      c["link_rank"], c["ctx"])
+            gx, gy, gz, bx, by, bz = c["grid_x"], c["grid_y"], c["grid_z"], c["block_x"], c["block_y"], c["block_z"]
+            regs, smem, sms, smd = c["regs"], c["smem"], c["smem_static"], c["smem_dynamic"]
+            gids, gnids, lts, bounds = c["graph_id"], c["graph_node_id"], c["launch_type"], c["bound"]
+            mks, cks, sks, dks, nbs = c["memkind"], c["copy_kind"], c["src_kind"], c["dst_kind"], c["bytes"]
+            for i in range(len(kinds)):
+                key = (sids[i], devs[i], streams[i])
+                if key != cur:
+                    if lanes is not None:
+                        self._close(lanes, tracks, w)
+                    cur, lanes, tracks = key, Lanes(False, record), []
+                ts, dur = tss[i], durs[i]
+                if dur is None or dur < 0:
+                    self.r.skipped["GPU operations with a negative or missing duration"] += 1
+                    continue
+                lane = lanes.place(ts, ts + dur)
+                if record and lanes.ended:
+                    self._ends(lanes, tracks, w)
+                while len(tracks) <= lane:
+                    tracks.append(L.gpu_thread(key[0], key[1], "stream", key[2], len(tracks)))
+                t = tracks[lane]
+                args = _load_args(argss[i]) or {}
+                a = {"device": devs[i], "stream": streams[i]}
+                if ctxs[i] is not None:
+                    a["context"] = ctxs[i]
+                if corrs[i] is not None:
+                    a["correlation"] = corrs[i]
+                if exts[i] is not None:
+                    a["External id"] = exts[i]
+                if kinds[i] == 0:
+                    cat = "kernel"
+                    if gx[i] is not None:
+                        a["grid"] = [gx[i], gy[i], gz[i]]
+                    if bx[i] is not None:
+                        a["block"] = [bx[i], by[i], bz[i]]
+                    if regs[i] is not None:
+                        a["registers per thread"] = regs[i]
+                    if smem[i] is not None:
+                        a["shared memory"] = smem[i]
+                    if sms[i] is not None:
+                        a["static shared memory"] = sms[i]
+                    if smd[i] is not None:
+                        a["dynamic shared memory"] = smd[i]
+                    if gids[i] is not None:
+                        a["graph id"] = gids[i]
+                    if lts[i] is not None:
+                        a["launch type"] = lts[i]
+                    if bounds[i] is not None:
+                        a["ncu"] = {"bound": bounds[i]}
+                else:
+                    cat = _MEMOP_CAT.get(mks[i], mks[i] or "memop")
+                    if nbs[i] is not None:
+                        a["bytes"] = nbs[i]
+                        if dur > 0:
+                            a["GB/s"] = round(nbs[i] / dur, 3)
+                    if cks[i] is not None:
+                        a["copy kind"] = cks[i]
+                    if sks[i] is not None:
+                        a["src kind"] = sks[i]
+                    if dks[i] is not None:
+                        a["dst kind"] = dks[i]
+                if gnids[i] is not None:
+                    a["graph node id"] = gnids[i]
+                args.update(a)
+                link = links[i]
+                if link is None:
+                    w.slice(t, ts, dur, names[i], cat, args)
+                elif ranks[i] == 0:
+                    w.slice(t, ts, dur, names[i], cat, args, flow_in=link)
+                else:
+                    w.slice(t, ts, dur, names[i], cat, args, v1_in=link)
+        if lanes is not None:
+            self._close(lanes, tracks, w)
+
+    def gpu_side(self, L: Layout, w):
+        """GPU annotations and sync records, next to their stream."""
+        W, D = self._win, self._dev
+        sql = f"""
+            SELECT 'annot' AS kind, s.ord, e.source_id, e.device_id, e.stream_id, e.start_ns + s.off - $t0 AS ts,
+                   e.dur_ns AS dur, e.name, e.category AS cat, e.correlation_id AS corr, e.external_id AS ext,
+                   e.args::VARCHAR AS args, NULL::VARCHAR AS sync_type, coalesce(e.is_instant, false) AS instant
+            FROM events e JOIN tk_src s USING (source_id)
+            WHERE (e.device_id IS NOT NULL OR e.stream_id IS NOT NULL) AND {W('e')} AND {D('e')}
+            UNION ALL
+            SELECT 'sync', s.ord, y.source_id, y.device_id, y.stream_id, y.start_ns + s.off - $t0, y.dur_ns,
+                   CASE y.sync_type WHEN 'stream_sync' THEN 'Stream Sync' WHEN 'event_sync' THEN 'Event Sync'
+                        WHEN 'context_sync' THEN 'Context Sync' WHEN 'stream_wait_event' THEN 'Stream Wait Event'
+                        ELSE coalesce(y.sync_type, 'sync') END,
+                   'cuda_sync', y.correlation_id, NULL, y.args::VARCHAR, y.sync_type, false
+            FROM syncs y JOIN tk_src s USING (source_id)
+            WHERE {W('y')} AND {D('y')}
+            ORDER BY ord, device_id NULLS LAST, kind, stream_id NULLS LAST, ts, dur DESC"""
+        record = isinstance(w, ProtoWriter)
+        cur = None
+        lanes = None
+        tracks: list = []
+        for batch in self.reader(sql, t0=self.t0):
+            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            for i in range(batch.num_rows):
+                kind = c["kind"][i]
+                key = (c["source_id"][i], c["device_id"][i], kind, c["stream_id"][i])
+                if key != cur:
+                    if lanes is not None:
+                        self._close(lanes, tracks, w)
+                    cur, lanes, tracks = key, Lanes(kind == "annot", record), []
+                ts, dur, inst = c["ts"][i], c["dur"][i], c["instant"][i]
+                if dur is None or dur < 0:
+                    self.r.skipped["GPU operations with a negative or missing duration"] += 1
+                    continue
+                lane = lanes.place_instant(ts) if inst else lanes.place(ts, ts + dur)
+                if record and lanes.ended:
+                    self._ends(lanes, tracks, w)
+                while len(tracks) <= lane:
+                    tracks.append(L.gpu_thread(key[0], key[1], kind, key[3], len(tracks)))
+                args = _load_args(c["args"][i]) or {}
+                args.update({"device": key[1], "stream": key[3]})
+                if c["corr"][i] is not None:
+                    args["correlation"] = c["corr"][i]
+                if c["sync_type"][i] is not None:
+                    args["cuda_sync_kind"] = c["name"][i]
+                w.slice(tracks[lane], ts, dur, c["name"][i], c["cat"][i], args, instant=inst)
+        if lanes is not None:
+            self._close(lanes, tracks, w)
+
+    # -- counters ------------------------------------------------------------------------------------
+    def counters(self, L: Layout, w):
+        W = self._win
+        sql = f"""
+            SELECT s.ord, c.source_id, c.pid, c.device_id, c.name, c.ts_ns + s.off - $t0 AS ts, c.value
+            FROM counters c JOIN tk_src s USING (source_id)
+            WHERE {W('c', 'ts_ns', 'ts_ns')} AND {self._dev('c', True)}
+            ORDER BY ord, pid NULLS LAST, device_id NULLS LAST, name, ts"""
+        for batch in self.reader(sql, t0=self.t0):
+            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            for i in range(batch.num_rows):
+                v = c["value"][i]
+                if v is None or not math.isfinite(v):
+                    self.r.skipped["counter samples that are not finite numbers"] += 1
+                    continue
+                sid, pid, dev, name = c["source_id"][i], c["pid"][i], c["device_id"][i], c["name"][i]
+                if pid is not None:
+                    proc = L.host_process(sid, pid)
+                elif dev is not None:
+                    proc = L.gpu_process(sid, dev)
+                else:
+                    proc = L.host_process(sid, None)
+                name = name or "counter"
+                if self.sources[sid]["format"] == "kineto" and "." in name:
+                    cname, ckey = name.rsplit(".", 1)
+                else:
+                    cname, ckey = name, "value"
+                t = L.counter_track(proc, cname, ckey)
+                w.counter(t, cname, ckey, c["ts"][i], v)
+        if self.o.counters:
+            self.derived_counters(L, w)
+
+    def derived_counters(self, L: Layout, w):
+        W, D = self._win, self._dev
+        span = self.con.execute(f"""
+            SELECT max(v) FROM (
+              SELECT max(k.end_ns + s.off) AS v FROM kernels k JOIN tk_src s USING (source_id) WHERE {W('k')} AND {D('k')}
+              UNION ALL SELECT max(m.end_ns + s.off) FROM memops m JOIN tk_src s USING (source_id)
+              WHERE {W('m')} AND {D('m')})""", self.params()).fetchall()[0][0]
+        if span is None:
+            return
+        B = self.o.util_bucket_ns or _nice_bucket(max(span - self.t0, 1))
+        self.r.util_bucket_ns = B
+        util = f"""
+            WITH act AS (
+              SELECT s.ord, k.source_id, k.device_id, k.start_ns + s.off - $t0 AS a, k.end_ns + s.off - $t0 AS b
+              FROM kernels k JOIN tk_src s USING (source_id) WHERE k.end_ns > k.start_ns AND {W('k')} AND {D('k')}
+              UNION ALL
+              SELECT s.ord, m.source_id, m.device_id, m.start_ns + s.off - $t0, m.end_ns + s.off - $t0
+              FROM memops m JOIN tk_src s USING (source_id) WHERE m.end_ns > m.start_ns AND {W('m')} AND {D('m')}
+            ), o AS (
+              SELECT *, max(b) OVER (PARTITION BY source_id, device_id ORDER BY a, b
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pe FROM act
+            ), g AS (
+              SELECT *, sum(CASE WHEN pe IS NULL OR a > pe THEN 1 ELSE 0 END)
+                        OVER (PARTITION BY source_id, device_id ORDER BY a, b ROWS UNBOUNDED PRECEDING) AS grp
+              FROM o
+            ), busy AS (
+              SELECT ord, source_id, device_id, min(a) AS a, max(b) AS b FROM g GROUP BY ord, source_id, device_id, grp
+            ), bk AS (
+              SELECT ord, source_id, device_id, a, b, unnest(generate_series(a // $B, (b - 1) // $B)) AS bi FROM busy
+            )
+            SELECT ord, source_id, device_id, bi,
+                   sum(least(b, (bi + 1) * $B) - greatest(a, bi * $B))::DOUBLE AS busy
+            FROM bk GROUP BY ALL ORDER BY ord, device_id NULLS LAST, bi"""
+        self._bucket_series(L, w, util, B, "GPU utilization", "%",
+                            lambda row: round(100.0 * row["busy"] / B, 2), carry=False)
+        queue_sql = f"""
+            WITH q AS (
+              SELECT s.ord, k.source_id, k.device_id, a.start_ns + s.off - $t0 AS t, 1 AS d
+              FROM tk_links l JOIN kernels k ON l.tbl = 'k' AND k.rowid = l.g_rowid
+                   JOIN api_calls a ON a.rowid = l.api_rowid JOIN tk_src s ON s.source_id = k.source_id
+              UNION ALL
+              SELECT s.ord, k.source_id, k.device_id, k.end_ns + s.off - $t0, -1
+              FROM tk_links l JOIN kernels k ON l.tbl = 'k' AND k.rowid = l.g_rowid
+                   JOIN tk_src s ON s.source_id = k.source_id
+            ), r AS (
+              SELECT *, sum(d) OVER (PARTITION BY source_id, device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS depth,
+                     row_number() OVER (PARTITION BY source_id, device_id ORDER BY t, d) AS rn
+              FROM q
+            )
+            SELECT ord, source_id, device_id, t // $B AS bi, max(depth) AS mx, arg_max(depth, rn) AS last
+            FROM r GROUP BY ALL ORDER BY ord, device_id NULLS LAST, bi"""
+        self._bucket_series(L, w, queue_sql, B, "Launch queue", "kernels",
+                            lambda row: float(row["mx"]), carry=True)
+
+    def _bucket_series(self, L, w, sql, B, name, key, value_of, carry: bool):
+        """Emit one counter per device from per-bucket rows: a sample when the value changes.
+        Buckets without a row are 0 (carry=False) or keep the last value (carry=True)."""
+        cur = None
+        track = None
+        last_val = None
+        carry_val = 0.0
+        next_bi = None
+
+        def emit(bi, v):
+            nonlocal last_val
+            if v != last_val:
+                w.counter(track, name, key, max(bi * B, 0), v)
+                last_val = v
+
+        for batch in self.reader(sql, t0=self.t0, B=B):
+            for row in batch.to_pylist():
+                k = (row["source_id"], row["device_id"])
+                if k != cur:
+                    if track is not None:
+                        emit(next_bi, 0.0)
+                    cur = k
+                    track = L.counter_track(L.gpu_process(*k), name, key)
+                    last_val, carry_val, next_bi = None, 0.0, row["bi"]
+                bi = row["bi"]
+                if bi > next_bi:  # buckets without a row
+                    emit(next_bi, carry_val if carry else 0.0)
+                emit(bi, value_of(row))
+                if carry:
+                    carry_val = float(row["last"])
+                next_bi = bi + 1
+        if track is not None:
+            emit(next_bi, 0.0)
+
+    # -- run ---------------------------------------------------------------------------------------
+    def run(self, path: Path, fmt: str) -> None:
+        self.sources = self.resolve_sources()
+        self.r.sources = [{"source_id": sid, "path": s["path"], "format": s["format"], "rank": s["rank"],
+                           "host": s["host"], "offset_ns": s["offset"], "offset_from": s["offset_from"],
+                           "label": s["label"]} for sid, s in self.sources.items()]
+        self.setup()
+        sink = Sink(path, gz=str(path).lower().endswith(".gz"), level=self.o.gzip_level)
+        ok = False
+        try:
+            w = JsonWriter(sink) if fmt == "json" else ProtoWriter(sink)
+            L = Layout(w, self.sources, *self.names())
+            # host first: a launch and its GPU work at the same ts then keep file order
+            self.host(L, w)
+            self.gpu(L, w)
+            self.gpu_side(L, w)
+            self.counters(L, w)
+            w.flush()
+            top = {"baseTimeNanoseconds": self.t0,
+                   "metadata": {"tracekit_version": __version__, "t0_ns": self.t0,
+                                "clock": "Unix epoch ns = ts (µs) × 1000 + t0_ns",
+                                "sources": self.r.sources}}
+            if len(self.sources) == 1:
+                s = next(iter(self.sources.values()))
+                if s["rank"] is not None:
+                    top["distributedInfo"] = {"rank": s["rank"], "world_size": s["world_size"]}
+            w.finish(top)
+            r = self.r
+            r.slices, r.flows, r.counter_samples = w.slices, w.flows, w.samples
+            r.counter_tracks = len(L.counters)
+            r.extra_lanes = L.extra_lanes
+            r.processes = {p.pid: p.name for p in L.processes}
+            r.threads = {(t.pid, t.tid): t.name for t in L.threads.values()}
+            ok = True
+        finally:
+            r_bytes = sink.close(ok)
+        self.r.bytes_written = r_bytes
+        ends = [s["end_ns"] + s["offset"] for s in self.sources.values() if s["end_ns"] is not None]
+        if fmt == "json" and ends and max(ends) - self.t0 >= 10**15:
+            self.r.warnings.append(
+                f"the exported span is {(max(ends) - self.t0) / 86400e9:.1f} days: beyond 11.5 days "
+                "Perfetto's JSON reader loses ns precision; export fewer sources or a .pftrace")
+        for t in ("tk_links", "tk_launch", "tk_pairs", "tk_src"):
+            self.con.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def _bound_sql(con) -> tuple[str, str]:
+    """ncu's bound per kernel, from the `hotspots_bound` view (per source and name) or the
+    `kernel_bounds` view (per kernel short name) when another part of tracekit provides one."""
+    try:
+        have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    except Exception:  # noqa: BLE001
+        return "", "NULL::VARCHAR"
+
+    def cols(v):
+        try:
+            return {r[0] for r in con.execute(f"DESCRIBE {v}").fetchall()}
+        except Exception:  # noqa: BLE001
+            return set()
+
+    cands = []
+    if "hotspots_bound" in have:
+        c = cols("hotspots_bound")
+        if {"source_id", "name", "bound"} <= c:
+            cands.append(("SELECT source_id, name, any_value(bound) AS bound FROM hotspots_bound "
+                          "WHERE bound IS NOT NULL GROUP BY ALL",
+                          "tkb.source_id = k.source_id AND tkb.name = k.name"))
+    if "kernel_bounds" in have:
+        c = cols("kernel_bounds")
+        if "bound" in c:
+            for kc in ("short_name", "name"):
+                if kc in c:
+                    cands.append((f"SELECT {kc}, any_value(bound) AS bound FROM kernel_bounds "
+                                  f"WHERE bound IS NOT NULL GROUP BY ALL", f"tkb.{kc} = k.{kc}"))
+                    break
+    for sub, on in cands:
+        try:
+            con.execute(f"SELECT * FROM ({sub}) LIMIT 0").fetchall()
+        except Exception:  # noqa: BLE001
+            continue
+        return f" LEFT JOIN ({sub}) tkb ON {on}", "tkb.bound::VARCHAR"
+    return "", "NULL::VARCHAR"
+
+
+def export_perfetto(store, out: str | os.PathLike, options: ExportOptions | None = None) -> ExportResult:
+    """Export ``store`` (a tracekit.store.Store or a path) to ``out``; returns what was written."""
+    from ..store import Store
+
+    opts = options or ExportOptions()
+    path = Path(out)
+    fmt = output_format(path, opts.format)
+    if path.is_dir():
+        raise ExportError(f"{path}: is a directory; give a file name")
+    if not path.parent.exists():
+        raise ExportError(f"{path.parent}: no such directory")
+    if opts.start_ns is not None and opts.end_ns is not None and opts.end_ns <= opts.start_ns:
+        raise ExportError("--end must be after --start")
+    own = not hasattr(store, "con")
+    st = Store(store, read_only=True) if own else store
+    t = time.perf_counter()
+    result = ExportResult(path=str(path), format=fmt)
+    try:
+        _Exporter(st.con, opts, result).run(path, fmt)
+    finally:
+        if own:
+            st.close()
+    result.seconds = time.perf_counter() - t
+    return result
