@@ -13,6 +13,7 @@ from functools import lru_cache
 
 _API_SUFFIX = re.compile(r"_v\d+$")
 _SPACE = re.compile(r"\s+")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def api_base_name(name: str) -> str:
@@ -32,12 +33,109 @@ def _strip_brackets(s: str, open_: str, close: str) -> str:
     return "".join(out)
 
 
+def _mangled_base(s: str) -> str | None:
+    """Base function name of an Itanium-mangled symbol (``_ZN2at6native3fooILi4EEEvi`` → ``foo``,
+    ``_Z14one_warptilingILi128EEviPf`` → ``one_warptiling``), or None when it cannot be read.
+    Only the function's own (possibly nested) name is parsed; template arguments are skipped."""
+    i = 2
+    if s.startswith("L", i):  # internal linkage
+        i += 1
+
+    def source_name(j: int) -> tuple[str, int] | None:
+        k = j
+        while k < len(s) and s[k].isdigit():
+            k += 1
+        if k == j:
+            return None
+        n = int(s[j:k])
+        if n <= 0 or k + n > len(s) or not _IDENT.match(s[k:k + n]):
+            return None
+        return s[k:k + n], k + n
+
+    def skip_template_args(j: int) -> int | None:
+        """j at 'I'; returns the index after its matching 'E'."""
+        depth = 0
+        while j < len(s):
+            c = s[j]
+            if c.isdigit():
+                r = source_name(j)
+                if r is None:
+                    return None
+                j = r[1]
+                continue
+            if c == "L":  # literal: L <type> <value> E, or L _Z <encoding> E
+                j += 1
+                if s.startswith("_Z", j):
+                    return None
+                if j < len(s) and s[j].islower():
+                    j += 1
+                    while j < len(s) and s[j] != "E":
+                        j += 1
+                    j += 1
+                    continue
+                depth += 1  # a mangled type follows: treat like an open group
+                continue
+            if c in "INX":
+                depth += 1
+            elif c == "E":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            elif c in "ST" and j + 1 < len(s):  # substitution / template param: S_, S0_, T_, T1_, St...
+                k = j + 1
+                while k < len(s) and (s[k].isalnum() and s[k] != "_"):
+                    k += 1
+                j = k + 1 if k < len(s) and s[k] == "_" else j + 2
+                continue
+            j += 1
+        return None
+
+    if s.startswith("N", i):
+        i += 1
+        while i < len(s) and s[i] in "rVKRO":  # cv / ref qualifiers
+            i += 1
+        last = None
+        while i < len(s):
+            c = s[i]
+            if c == "E":
+                return last
+            if c.isdigit():
+                r = source_name(i)
+                if r is None:
+                    return None
+                last, i = r
+            elif c == "I":
+                j = skip_template_args(i)
+                if j is None:
+                    return last
+                i = j
+            elif c == "S":  # substitution prefix (S_, S0_, St, ...)
+                k = i + 1
+                while k < len(s) and s[k] != "_" and not s[k].isdigit() and s[k].islower():
+                    k += 1
+                if s.startswith("St", i) or s.startswith("Sa", i) or s.startswith("Ss", i):
+                    i += 2
+                    continue
+                k = i + 1
+                while k < len(s) and s[k] != "_":
+                    k += 1
+                i = k + 1
+            else:
+                return last
+        return last
+    r = source_name(i)
+    return r[0] if r else None
+
+
 @lru_cache(maxsize=65_536)
 def short_kernel_name(name: str | None) -> str | None:
-    """``void at::native::foo<4, float>(int, T2)`` → ``foo``; ``ampere_sgemm_128x64_nn`` unchanged."""
+    """``void at::native::foo<4, float>(int, T2)`` → ``foo``; ``ampere_sgemm_128x64_nn`` unchanged;
+    a mangled ``_ZN2at6native3fooILi4EEEvi`` (ncu ``--print-kernel-base mangled``) → ``foo``."""
     if not name:
         return name
     s = name.strip()
+    if s.startswith("_Z") and " " not in s:
+        return _mangled_base(s) or s
     # lambdas and anonymous namespaces contain parentheses and angle brackets of their own
     s = s.replace("(anonymous namespace)", "anon").replace("<unnamed>", "anon")
     s = s.replace("operator<<", "operator_shl").replace("operator>>", "operator_shr")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import re
 import zlib
 from pathlib import Path
 
@@ -18,6 +19,9 @@ FORMATS = {
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+NCU_REP_MAGIC = b"NVR\x00"
+# an ncu table header written with another delimiter (the ncu reader explains the problem)
+_NCU_OTHER_DELIMITER = re.compile(rb'(?m)^"?ID"?[;\t|]"?Process ID"?[;\t|]')
 
 
 def _head(path: Path, n: int = 65_536) -> bytes:
@@ -47,7 +51,7 @@ def sniff(path: Path) -> str:
     suffix = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() in (".nsys-rep", ".qdrep"):
         return "nsys"
-    if path.suffix.lower() == ".ncu-rep":
+    if path.suffix.lower() in (".ncu-rep", ".ncu-repz") or magic.startswith(NCU_REP_MAGIC):
         return "ncu"
     head = _head(path)
     text = head.lstrip()
@@ -55,6 +59,8 @@ def sniff(path: Path) -> str:
         return "kineto"
     if b'"ID","Process ID"' in head or b"==PROF==" in head or b'"Process ID","Process Name"' in head:
         return "ncu"
+    if _NCU_OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
+        return "ncu"  # another delimiter, or ncu's text mode: the ncu reader says what to do
     if text[:1] in (b"{", b"["):
         return "kineto"  # JSON without the keys in the first 64 KiB: let the Kineto reader judge
     if suffix.endswith(".json") or suffix.endswith(".json.gz"):
