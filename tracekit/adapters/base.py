@@ -78,53 +78,30 @@ class TableBuilder:
         self.source_id = source_id
         self.accounting = accounting
         self.batch_rows = batch_rows
-        self.cols: dict[str, list] = {c: [] for c in self.table.column_names if c != "source_id"}
-        self.n = 0
-        self.min_start: int | None = None
-        self.max_end: int | None = None
+        self._row_schema = pa.schema([f for f in self.table.arrow if f.name != "source_id"])
+        self.rows: list[dict] = []
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
 
     def add(self, **row) -> None:
-        cols = self.cols
-        for k, v in row.items():
-            cols[k].append(v)
-        self.n += 1
-        if len(row) != len(cols):  # fill missing columns with NULL
-            for k, lst in cols.items():
-                if len(lst) < self.n:
-                    lst.append(None)
+        """One row; columns not given are NULL."""
+        self.rows.append(row)
 
     def full(self) -> bool:
-        return self.n >= self.batch_rows
+        return len(self.rows) >= self.batch_rows
 
     def flush(self) -> pa.RecordBatch | None:
-        if not self.n:
+        n = len(self.rows)
+        if not n:
             return None
-        arrays = []
-        for f in self.table.arrow:
-            if f.name == "source_id":
-                arrays.append(pa.array([self.source_id] * self.n, pa.int32()))
-            else:
-                arrays.append(pa.array(self.cols[f.name], f.type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.table.arrow)
-        self._track_span(batch)
-        self.accounting.converted[self.name] += self.n
-        self.cols = {c: [] for c in self.cols}
-        self.n = 0
+        body = pa.RecordBatch.from_pylist(self.rows, schema=self._row_schema)
+        sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
+        batch = pa.RecordBatch.from_arrays([sid, *body.columns], schema=self.table.arrow)
+        self.accounting.converted[self.name] += n
+        self.rows = []
         return batch
-
-    def _track_span(self, batch: pa.RecordBatch) -> None:
-        import pyarrow.compute as pc
-
-        names = batch.schema.names
-        start = "start_ns" if "start_ns" in names else ("ts_ns" if "ts_ns" in names else None)
-        if start is None:
-            return
-        lo = pc.min(batch.column(start)).as_py()
-        hi = pc.max(batch.column("end_ns" if "end_ns" in names else start)).as_py()
-        if lo is not None:
-            self.min_start = lo if self.min_start is None else min(self.min_start, lo)
-        if hi is not None:
-            self.max_end = hi if self.max_end is None else max(self.max_end, hi)
 
 
 class Builders:
@@ -152,11 +129,6 @@ class Builders:
             batch = b.flush()
             if batch is not None:
                 yield name, batch
-
-    def span(self) -> tuple[int | None, int | None]:
-        los = [b.min_start for b in self._b.values() if b.min_start is not None]
-        his = [b.max_end for b in self._b.values() if b.max_end is not None]
-        return (min(los) if los else None, max(his) if his else None)
 
 
 class Adapter:
