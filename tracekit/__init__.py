@@ -15,9 +15,9 @@ def open(path="tracekit.duckdb", read_only=True):  # noqa: A001
 
 def convert(paths, db="tracekit.duckdb", replace=False):
     """Convert trace files into a store; returns the per-source summaries."""
-    from .store import Store
+    from .store import writing
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
-    with Store(db, replace=replace) as st:
+    with writing(db, replace=replace) as st:
         return [st.convert(p) for p in paths]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import duckdb
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
-from .store import DEFAULT_DB, Store, StoreError
+from .store import DEFAULT_DB, Store, StoreError, writing
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
                          help="The tracekit store (a DuckDB file).")
@@ -44,47 +45,57 @@ def main():
 @click.option("--format", "fmt", type=click.Choice(["kineto", "nsys", "ncu"]),
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
+@click.option("--strict", is_flag=True, help="Fail an input when any of its rows would be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def convert(inputs, db, replace, parquet_dir, fmt, rank, quiet):
+def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, quiet):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
     .nsys-rep) or Nsight Compute results (CSV, .ncu-rep); the format is detected from the
     content. Converting into an existing store adds sources: that is how traces are merged.
-    Prints one line per source: rows per table, rows skipped and why.
+    Prints one line per source: rows per table, rows skipped and why. The store is replaced
+    atomically at the end, so readers never see a half-written store; an input that fails
+    adds nothing (exit status 2).
     """
+    failed = 0
     try:
-        store = Store(db, replace=replace)
+        with writing(db, replace=replace) as store:
+            for p in inputs:
+                try:
+                    summary = _convert_one(store, p, fmt, rank, strict, quiet)
+                except TraceError as e:
+                    click.echo(f"tracekit: error: {e.one_line()}", err=True)
+                    failed += 1
+                    continue
+                except Exception as e:  # a bug, not bad input: still one line, and say so
+                    if os.environ.get("TRACEKIT_DEBUG"):
+                        raise
+                    click.echo(f"tracekit: error: {p}: internal error while converting "
+                               f"({type(e).__name__}: {e}); please report it, with "
+                               "TRACEKIT_DEBUG=1 for the traceback", err=True)
+                    failed += 1
+                    continue
+                click.echo(summary.one_line())
+            if parquet_dir:
+                paths = store.export_parquet(parquet_dir)
+                click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
     except StoreError as e:
         _fail(str(e))
-    failed = 0
-    with store:
-        for p in inputs:
-            try:
-                summary = _convert_one(store, p, fmt, rank, quiet)
-            except TraceError as e:
-                click.echo(f"tracekit: error: {e.one_line()}", err=True)
-                failed += 1
-                continue
-            click.echo(summary.one_line())
-        if parquet_dir:
-            paths = store.export_parquet(parquet_dir)
-            click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
     if failed:
         sys.exit(2)
 
 
-def _convert_one(store: Store, path: Path, fmt, rank, quiet):
+def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
     show = not quiet and sys.stderr.isatty() and path.exists() and path.stat().st_size > 20_000_000
     if not show:
-        return store.convert(path, format=fmt, rank=rank)
+        return store.convert(path, format=fmt, rank=rank, strict=strict)
     with click.progressbar(length=1000, label=f"converting {path.name}", file=sys.stderr) as bar:
         def progress(done, total, _last=[0]):
             pos = int(1000 * done / total) if total else 1000
             if pos > _last[0]:
                 bar.update(pos - _last[0])
                 _last[0] = pos
-        return store.convert(path, progress=progress, format=fmt, rank=rank)
+        return store.convert(path, progress=progress, format=fmt, rank=rank, strict=strict)
 
 
 @main.command()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,8 +125,10 @@ class Store:
         return self.con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchall()[0][0]
 
     def convert(self, path: str | os.PathLike, progress: Progress | None = None,
-                format: str | None = None, rank: int | None = None) -> SourceSummary:
-        """Convert one input into a new source; raises TraceError for bad input."""
+                format: str | None = None, rank: int | None = None, strict: bool = False
+                ) -> SourceSummary:
+        """Convert one input into a new source; raises TraceError for bad input (and, with
+        ``strict``, when any input row would be skipped). A failed input adds nothing."""
         path = Path(path)
         adapter = detect.adapter_for(path, format)
         source_id = self.next_source_id()
@@ -133,6 +137,11 @@ class Store:
         try:
             for table_name, batch in adapter.read(path, source_id, progress):
                 _insert(con, table_name, batch)
+            acc = adapter.accounting
+            if strict and acc.skipped:
+                reason, n = acc.skipped.most_common(1)[0]
+                raise TraceError(path, f"{acc.total_skipped:,} input rows would be skipped "
+                                 f"(e.g. {n:,}: {reason})", "drop --strict to convert the rest")
             info = dict(adapter.source)
             if rank is not None:
                 info["rank"] = rank
@@ -242,6 +251,39 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
                     {"sid": source_id})
     finally:
         con.unregister("__tk_nest")
+
+
+@contextmanager
+def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False):
+    """Open a store for conversion atomically: work on a temporary copy next to it and move it
+    into place only when the block ends without an exception. Readers of the old store are never
+    blocked or shown a half-written state, and a crash leaves the store as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    for p in (tmp, Path(f"{tmp}.wal")):
+        p.unlink(missing_ok=True)
+    if path.exists() and not replace:
+        shutil.copyfile(path, tmp)
+        if Path(f"{path}.wal").exists():
+            shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
+    try:
+        st = Store(tmp)
+    except BaseException:
+        for p in (tmp, Path(f"{tmp}.wal")):
+            p.unlink(missing_ok=True)
+        raise
+    ok = False
+    try:
+        yield st
+        st.con.execute("CHECKPOINT")
+        ok = True
+    finally:
+        st.close()
+        if ok:
+            os.replace(tmp, path)
+            Path(f"{path}.wal").unlink(missing_ok=True)
+        for p in (tmp, Path(f"{tmp}.wal")):
+            p.unlink(missing_ok=True)
 
 
 def _sql_str(s: str) -> str:
