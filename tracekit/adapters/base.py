@@ -96,12 +96,41 @@ class TableBuilder:
         n = len(self.rows)
         if not n:
             return None
-        body = pa.RecordBatch.from_pylist(self.rows, schema=self._row_schema)
+        try:
+            body = pa.RecordBatch.from_pylist(self.rows, schema=self._row_schema)
+        except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+            body = self._checked_rows()
+            n = body.num_rows
         sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
         batch = pa.RecordBatch.from_arrays([sid, *body.columns], schema=self.table.arrow)
         self.accounting.converted[self.name] += n
         self.rows = []
         return batch
+
+
+    def _checked_rows(self) -> pa.RecordBatch:
+        """Slow path when a value does not fit its column (e.g. an int beyond int64): keep the
+        rows that fit, count the others as skipped."""
+        good = []
+        for row in self.rows:
+            try:
+                pa.RecordBatch.from_pylist([row], schema=self._row_schema)
+            except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                col = next((k for k, v in row.items()
+                            if not _fits(v, self._row_schema.field(k).type)), "?")
+                self.accounting.skip(f"{self.name}: value of {col} does not fit the column type",
+                                     f"{e}: {row}")
+                continue
+            good.append(row)
+        return pa.RecordBatch.from_pylist(good, schema=self._row_schema)
+
+
+def _fits(v, t: pa.DataType) -> bool:
+    try:
+        pa.array([v], t)
+        return True
+    except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
 
 
 class Builders:

@@ -67,6 +67,7 @@ _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 INT64_MAX = 2**63 - 1
+TS_LIMIT = 2**62  # |ts|, dur in ns: ts + dur must still fit int64
 
 # cat (lower-cased) → (table, normalized category); aliases cover the 2021 formats
 _CAT = {
@@ -208,15 +209,11 @@ class KinetoAdapter(Adapter):
         n = len(raw_events)
         step = max(n // 200, 1)
         event_id = 0
+        self._utf8_repairs = 0
         for i, raw in enumerate(raw_events):
-            try:
-                ev = _EV.decode(raw)
-                extra = None
-            except msgspec.ValidationError:
-                ev, extra = self._generic(raw)
-                if ev is None:
-                    acc.skip("event is not a JSON object with Chrome trace fields", bytes(raw))
-                    continue
+            ev, extra, raw = self._decode_event(raw)
+            if ev is None:
+                continue
             event_id = self._route(b, ev, extra, raw, open_flows, begin_stack, counted_pids, event_id)
             if i % step == 0:
                 if progress:
@@ -229,11 +226,35 @@ class KinetoAdapter(Adapter):
                 acc.skip("B (begin) event without a matching E (end) event")
         if progress:
             progress(n, n)
+        if self._utf8_repairs:
+            meta.setdefault("tracekit_repairs", {})["invalid_utf8_in_events"] = self._utf8_repairs
         del raw_events, buf
         yield from b.drain()
         self.source = self._source_info(path, meta)
 
     # -- routing -------------------------------------------------------------------------------
+    def _decode_event(self, raw):
+        """(event, extra fields, raw) or (None, None, raw) when the event is skipped."""
+        try:
+            return _EV.decode(raw), None, raw
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError as e:
+            if "UTF-8" not in str(e):
+                self.accounting.skip("malformed JSON event", bytes(raw))
+                return None, None, raw
+            text = bytes(raw).decode("utf-8", "replace")  # invalid bytes → U+FFFD, counted
+            self._utf8_repairs += text.count("\ufffd")
+            raw = msgspec.Raw(text.encode())
+            try:
+                return _EV.decode(raw), None, raw
+            except msgspec.ValidationError:
+                pass
+        ev, extra = self._generic(raw)
+        if ev is None:
+            self.accounting.skip("event is not a JSON object with Chrome trace fields", bytes(raw))
+        return ev, extra, raw
+
     @staticmethod
     def _generic(raw):
         """Fallback for events with unusual fields or types: keep every field."""
@@ -271,6 +292,9 @@ class KinetoAdapter(Adapter):
         except ValueError:
             acc.skip(f"'{ph}' event with a non-numeric ts", bytes(raw))
             return event_id
+        if not -TS_LIMIT < ts < TS_LIMIT:
+            acc.skip(f"'{ph}' event with ts out of range", bytes(raw))
+            return event_id
         if self._first_ts is None:
             self._first_ts = ts
         if ph in ("s", "f", "t"):
@@ -307,14 +331,15 @@ class KinetoAdapter(Adapter):
         if dur < 0:
             acc.skip("complete ('X') event with a negative dur", bytes(raw))
             return event_id
+        if dur >= TS_LIMIT:
+            acc.skip("complete ('X') event with dur out of range", bytes(raw))
+            return event_id
         end = ts + dur
         cat = (ev.cat or "").lower()
         table, kind = _CAT.get(cat, ("events", None))
         if table == "events":
             return self._event(b, ev, extra, ts, end, pid, tid, kind or cat or "unknown", event_id)
         args = self._args(ev, raw)
-        if args is None:
-            return event_id
         if table == "kernels":
             self._kernel(b, ev, args, ts, end, dur, pid, tid)
         elif table == "memops":
@@ -334,11 +359,11 @@ class KinetoAdapter(Adapter):
                 context_id=_int(args.context), stream_id=_stream(args.stream if args.stream is not None else tid),
                 start_ns=ts, end_ns=end, dur_ns=dur,
                 sync_type=_SYNC_TYPES.get((args.sync_kind or ev.name or "").lower(), "unknown"),
-                correlation_id=_int(args.correlation), event_id=args.wait_event,
+                correlation_id=_int(args.correlation), event_id=_int(args.wait_event),
                 args=self._args_text(ev, extra))
         return event_id
 
-    def _args(self, ev: _Event, raw) -> _Args | None:
+    def _args(self, ev: _Event, raw) -> _Args:
         a = bytes(ev.args)
         if not a or a == b"null":
             return _Args()
@@ -349,9 +374,8 @@ class KinetoAdapter(Adapter):
                 d = _ANY.decode(a)
             except msgspec.DecodeError:
                 d = None
-            if not isinstance(d, dict):
-                self.accounting.skip("args is not a JSON object", bytes(raw))
-                return None
+            if not isinstance(d, dict):  # kept verbatim in the args column; no fields to map
+                return _Args()
             out = _Args()
             for f in _Args.__struct_fields__:
                 key = _Args.__struct_encode_fields__[_Args.__struct_fields__.index(f)]
@@ -386,7 +410,7 @@ class KinetoAdapter(Adapter):
             start_ns=ts, end_ns=end, dur_ns=dur, name=name, short_name=short_kernel_name(name),
             correlation_id=_int(a.correlation), external_id=_int(a.external_id),
             grid_x=g[0], grid_y=g[1], grid_z=g[2], block_x=bl[0], block_y=bl[1], block_z=bl[2],
-            registers_per_thread=a.registers, shared_bytes=a.shared, args=self._args_text(ev, None))
+            registers_per_thread=_int(a.registers), shared_bytes=_int(a.shared), args=self._args_text(ev, None))
 
     def _memop(self, b, ev, a: _Args, kind, ts, end, dur, pid, tid):
         name = ev.name or ""
