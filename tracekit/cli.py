@@ -244,5 +244,8 @@ def schema_cmd(markdown, table):
         click.echo()
 
 
+from .export.commands import export  # noqa: E402
+main.add_command(export)
+
 if __name__ == "__main__":
     main()

@@ -41,9 +41,10 @@ start order (the minimum number of lanes).  Nothing is dropped.
 (source_id, correlation_id) and pid (a GPU row without pid links when exactly one pid issued that
 correlation); when several API calls share a correlation the earliest is the launch.  A link is
 written only when the GPU work does not start before its launch call (Perfetto would drop the arrow).
-JSON: the first GPU op of a launch gets a v2 ``bind_id`` (``flow_out`` on the call, ``flow_in`` on
-the op); further ops of the same launch (CUDA graphs) get v1 ``s``/``f`` pairs.  Proto:
-``flow_ids`` on the call, ``terminating_flow_ids`` on each op.
+JSON: flow v2, ``bind_id`` = the launch's first link id with ``flow_out`` on the call and
+``flow_in`` on each of its GPU ops (a graph launch fans out to all its kernels; the engine keeps a
+v2 flow open after a ``flow_in``).  Proto: one id per link, all in the call's ``flow_ids``, each in
+its op's ``terminating_flow_ids``.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class ExportOptions:
     util_bucket_ns: int | None = None  # default: about 2,000 buckets over the exported span
     format: str | None = None  # 'json' or 'proto'; default from the output suffix
     gzip_level: int = 3
+    # {'start': True} when start_ns is relative to the earliest start of the selected sources
+    relative: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -472,8 +475,8 @@ class JsonWriter:
         pass
 
     # events
-    def slice(self, t: Track, ts: int, dur: int, name, cat, args, flow_out=None, flow_in=None,
-              v1_out=None, v1_in=None, instant=False):
+    def slice(self, t: Track, ts: int, dur: int, name, cat, args, out_links=None, in_link=None,
+              instant=False):
         ev = {"ph": "i" if instant else "X", "cat": cat or "other", "name": name or "[No name]",
               "pid": t.pid, "tid": t.tid, "ts": ts / 1000}
         if instant:
@@ -482,26 +485,16 @@ class JsonWriter:
             ev["dur"] = dur / 1000
         if args:
             ev["args"] = args
-        if flow_out is not None:
-            ev["bind_id"] = flow_out
+        if out_links is not None:  # flow v2: one flow_out, a flow_in on each GPU op (fan-out)
+            ev["bind_id"] = out_links.start
             ev["flow_out"] = True
-            self.flows += 1
-        elif flow_in is not None:
-            ev["bind_id"] = flow_in
+            self.flows += len(out_links)
+        elif in_link is not None:
+            ev["bind_id"] = in_link[1]
             ev["flow_in"] = True
-        buf = self.buf
-        buf.append(_DUMPS(ev))
+        self.buf.append(_DUMPS(ev))
         self.slices += 1
-        if v1_out:
-            us = ts / 1000
-            for fid in v1_out:
-                buf.append(_DUMPS({"ph": "s", "id": fid, "cat": "ac2g", "name": "launch", "pid": t.pid,
-                                   "tid": t.tid, "ts": us}))
-                self.flows += 1
-        if v1_in is not None:
-            buf.append(_DUMPS({"ph": "f", "bp": "e", "id": v1_in, "cat": "ac2g", "name": "launch",
-                               "pid": t.pid, "tid": t.tid, "ts": ts / 1000}))
-        if len(buf) >= 4096:
+        if len(self.buf) >= 4096:
             self.flush()
 
     def counter(self, t: Track, name: str, key: str, ts: int, value: float):
@@ -655,8 +648,8 @@ class ProtoWriter:
     def end(self, t: Track, ts: int):
         self._packet(pw.f_varint(TP_TIMESTAMP, ts) + t.end_packet)
 
-    def slice(self, t: Track, ts: int, dur: int, name, cat, args, flow_out=None, flow_in=None,
-              v1_out=None, v1_in=None, instant=False):
+    def slice(self, t: Track, ts: int, dur: int, name, cat, args, out_links=None, in_link=None,
+              instant=False):
         new_names, new_cats, new_args = [], [], []
         te = pw.f_varint(TE_TYPE, TYPE_INSTANT if instant else TYPE_BEGIN) + pw.f_varint(TE_TRACK, t.uuid) \
             + pw.f_varint(TE_NAME_IID, self._intern(self.names, name or "[No name]", new_names)) \
@@ -664,16 +657,12 @@ class ProtoWriter:
         if args:
             te += b"".join(pw.f_bytes(TE_DEBUG, self._annotation(str(k), v, new_args))
                            for k, v in args.items())
-        if flow_out is not None:
-            te += pw.f_fixed64(TE_FLOW_IDS, flow_out)
-            self.flows += 1
-            if v1_out:
-                for fid in v1_out:
-                    te += pw.f_fixed64(TE_FLOW_IDS, fid)
-                    self.flows += 1
-        fin = flow_in if flow_in is not None else v1_in
-        if fin is not None:
-            te += pw.f_fixed64(TE_TERM_FLOW_IDS, fin)
+        if out_links is not None:
+            for fid in out_links:
+                te += pw.f_fixed64(TE_FLOW_IDS, fid)
+            self.flows += len(out_links)
+        elif in_link is not None:
+            te += pw.f_fixed64(TE_TERM_FLOW_IDS, in_link[0])
         pkt = pw.f_varint(TP_TIMESTAMP, ts) + pw.f_bytes(TP_TRACK_EVENT, te)
         if new_names or new_cats or new_args:
             pkt += self._interned_data(new_names, new_cats, new_args)
@@ -758,6 +747,15 @@ class _Exporter:
                         f"source {sid} ({Path(s['path']).name}) has no known clock offset; its first "
                         f"event was aligned with the earliest source's. Use --align {sid}=OFFSET_NS "
                         "to place it exactly")
+        if self.o.relative:
+            firsts = [s["start_ns"] + s["offset"] for s in sel.values() if s["start_ns"] is not None]
+            base = min(firsts) if firsts else 0
+            for name in ("start", "end"):
+                if self.o.relative.get(name) and getattr(self.o, f"{name}_ns") is not None:
+                    setattr(self.o, f"{name}_ns", getattr(self.o, f"{name}_ns") + base)
+            self.o.relative = {}
+            if self.o.start_ns is not None and self.o.end_ns is not None and self.o.end_ns <= self.o.start_ns:
+                raise ExportError("--end must be after --start")
         order = sorted(sel.values(), key=lambda s: (s["rank"] is None, s["rank"] or 0, s["host"] or "",
                                                     s["source_id"]))
         for i, s in enumerate(order):
@@ -782,17 +780,16 @@ class _Exporter:
         cond = f"{alias}.device_id IN ({ids})"
         return f"({alias}.device_id IS NULL OR {cond})" if allow_null else cond
 
-    def params(self, **extra) -> dict:
-        p = {}
-        if self.o.start_ns is not None:
-            p["ws"] = self.o.start_ns
-        if self.o.end_ns is not None:
-            p["we"] = self.o.end_ns
-        p.update(extra)
-        return p
+    def params(self, sql: str, **extra) -> dict:
+        """The query parameters that ``sql`` uses (DuckDB rejects unused ones)."""
+        p = {"ws": self.o.start_ns, "we": self.o.end_ns, **extra}
+        return {k: v for k, v in p.items() if re.search(rf"\${k}\b", sql)}
+
+    def execute(self, sql: str, **params):
+        return self.con.execute(sql, self.params(sql, **params)).fetchall()
 
     def reader(self, sql: str, **params):
-        rel = self.con.sql(sql, params=self.params(**params))
+        rel = self.con.sql(sql, params=self.params(sql, **params))
         return rel.to_arrow_reader(BATCH_ROWS)
 
     # -- setup ----------------------------------------------------------------------------------
@@ -808,7 +805,7 @@ class _Exporter:
         con.execute("CREATE OR REPLACE TEMP TABLE tk_src AS SELECT * FROM tk_src_arrow")
         con.unregister("tk_src_arrow")
         W = self._win
-        t0 = con.execute(f"""
+        t0 = self.execute(f"""
             SELECT min(v) FROM (
               SELECT min(a.start_ns + s.off) v FROM api_calls a JOIN tk_src s USING (source_id) WHERE {W('a')}
               UNION ALL SELECT min(a.start_ns + s.off) FROM events a JOIN tk_src s USING (source_id)
@@ -820,17 +817,16 @@ class _Exporter:
               UNION ALL SELECT min(a.start_ns + s.off) FROM syncs a JOIN tk_src s USING (source_id)
                 WHERE {W('a')} AND {self._dev('a')}
               UNION ALL SELECT min(a.ts_ns + s.off) FROM counters a JOIN tk_src s USING (source_id)
-                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""",
-                         self.params()).fetchall()[0][0]
+                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""")[0][0]
         self.t0 = self.r.t0_ns = int(t0) if t0 is not None else 0
         if t0 is None:
             self.r.warnings.append("the selection holds no events; the trace is empty")
         # launch links
-        con.execute(f"""
+        self.execute(f"""
             CREATE OR REPLACE TEMP TABLE tk_pairs AS
             WITH api AS (
               SELECT a.rowid AS api_rowid, a.source_id, a.pid, a.correlation_id, a.start_ns + s.off AS api_s,
-                     row_number() OVER (PARTITION BY a.source_id, a.pid, a.correlation_id
+                     a.dur_ns AS api_dur, row_number() OVER (PARTITION BY a.source_id, a.pid, a.correlation_id
                                         ORDER BY a.start_ns, a.end_ns DESC, a.tid, a.rowid) AS rn
               FROM api_calls a JOIN tk_src s USING (source_id)
               WHERE a.correlation_id IS NOT NULL AND {W('a')}
@@ -838,18 +834,20 @@ class _Exporter:
               SELECT *, count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids FROM api WHERE rn = 1
             ), gpu AS (
               SELECT 'k' AS tbl, k.rowid AS g_rowid, k.source_id, k.pid, k.correlation_id,
-                     k.start_ns + s.off AS g_s
+                     k.start_ns + s.off AS g_s, k.dur_ns AS g_dur
               FROM kernels k JOIN tk_src s USING (source_id)
               WHERE k.correlation_id IS NOT NULL AND {W('k')} AND {self._dev('k')}
               UNION ALL
-              SELECT 'm', m.rowid, m.source_id, m.pid, m.correlation_id, m.start_ns + s.off
+              SELECT 'm', m.rowid, m.source_id, m.pid, m.correlation_id, m.start_ns + s.off, m.dur_ns
               FROM memops m JOIN tk_src s USING (source_id)
               WHERE m.correlation_id IS NOT NULL AND {W('m')} AND {self._dev('m')}
             )
-            SELECT g.tbl, g.g_rowid, c.api_rowid, g.g_s, c.api_s
+            SELECT g.tbl, g.g_rowid, c.api_rowid, g.g_s, c.api_s,
+                   -- Perfetto orders events by ts, then longer first, then file order (host first)
+                   g.g_s > c.api_s OR (g.g_s = c.api_s AND g.g_dur <= c.api_dur) AS ok
             FROM gpu g JOIN chosen c ON g.source_id = c.source_id AND g.correlation_id = c.correlation_id
-            WHERE g.pid = c.pid OR (g.pid IS NULL AND c.n_pids = 1)""", self.params())
-        late = con.execute("SELECT count(*) FROM tk_pairs WHERE g_s < api_s").fetchall()[0][0]
+            WHERE g.pid = c.pid OR (g.pid IS NULL AND c.n_pids = 1)""")
+        late = con.execute("SELECT count(*) FROM tk_pairs WHERE NOT ok").fetchall()[0][0]
         if late:
             self.r.skipped["flow arrows whose GPU work starts before its launch call"] += late
         con.execute("""
@@ -857,7 +855,7 @@ class _Exporter:
             SELECT tbl, g_rowid, api_rowid,
                    row_number() OVER (ORDER BY api_rowid, g_s, tbl, g_rowid) AS link_id,
                    row_number() OVER (PARTITION BY api_rowid ORDER BY g_s, tbl, g_rowid) - 1 AS link_rank
-            FROM tk_pairs WHERE g_s >= api_s""")
+            FROM tk_pairs WHERE ok""")
         con.execute("""
             CREATE OR REPLACE TEMP TABLE tk_launch AS
             SELECT api_rowid, min(link_id) AS first_link, count(*) AS n_links FROM tk_links GROUP BY api_rowid""")
@@ -935,8 +933,7 @@ class _Exporter:
                     first = firsts[i]
                     if first is not None:
                         n = nls[i]
-                        w.slice(t, ts, dur, names[i], cat, args or None, flow_out=first,
-                                v1_out=range(first + 1, first + n) if n > 1 else None)
+                        w.slice(t, ts, dur, names[i], cat, args or None, out_links=range(first, first + n))
                     else:
                         w.slice(t, ts, dur, names[i], cat, args or None)
                 else:
@@ -1053,10 +1050,8 @@ class _Exporter:
                 link = links[i]
                 if link is None:
                     w.slice(t, ts, dur, names[i], cat, args)
-                elif ranks[i] == 0:
-                    w.slice(t, ts, dur, names[i], cat, args, flow_in=link)
                 else:
-                    w.slice(t, ts, dur, names[i], cat, args, v1_in=link)
+                    w.slice(t, ts, dur, names[i], cat, args, in_link=(link, link - ranks[i]))
         if lanes is not None:
             self._close(lanes, tracks, w)
 
@@ -1144,11 +1139,11 @@ class _Exporter:
 
     def derived_counters(self, L: Layout, w):
         W, D = self._win, self._dev
-        span = self.con.execute(f"""
+        span = self.execute(f"""
             SELECT max(v) FROM (
               SELECT max(k.end_ns + s.off) AS v FROM kernels k JOIN tk_src s USING (source_id) WHERE {W('k')} AND {D('k')}
               UNION ALL SELECT max(m.end_ns + s.off) FROM memops m JOIN tk_src s USING (source_id)
-              WHERE {W('m')} AND {D('m')})""", self.params()).fetchall()[0][0]
+              WHERE {W('m')} AND {D('m')})""")[0][0]
         if span is None:
             return
         B = self.o.util_bucket_ns or _nice_bucket(max(span - self.t0, 1))
@@ -1268,7 +1263,7 @@ class _Exporter:
             r_bytes = sink.close(ok)
         self.r.bytes_written = r_bytes
         ends = [s["end_ns"] + s["offset"] for s in self.sources.values() if s["end_ns"] is not None]
-        if fmt == "json" and ends and max(ends) - self.t0 >= 10**15:
+        if fmt == "json" and ends and self.r.slices and max(ends) - self.t0 >= 10**15:
             self.r.warnings.append(
                 f"the exported span is {(max(ends) - self.t0) / 86400e9:.1f} days: beyond 11.5 days "
                 "Perfetto's JSON reader loses ns precision; export fewer sources or a .pftrace")
@@ -1325,7 +1320,8 @@ def export_perfetto(store, out: str | os.PathLike, options: ExportOptions | None
         raise ExportError(f"{path}: is a directory; give a file name")
     if not path.parent.exists():
         raise ExportError(f"{path.parent}: no such directory")
-    if opts.start_ns is not None and opts.end_ns is not None and opts.end_ns <= opts.start_ns:
+    if opts.start_ns is not None and opts.end_ns is not None and opts.end_ns <= opts.start_ns \
+            and opts.relative.get("start") == opts.relative.get("end"):
         raise ExportError("--end must be after --start")
     own = not hasattr(store, "con")
     st = Store(store, read_only=True) if own else store
