@@ -194,6 +194,8 @@ _INT_FIELDS = {"dur_ns", "registers_per_thread", "grid_x", "grid_y", "grid_z", "
                "block_z", "device_id", "context_id", "stream_id"}
 _BY_ID = {mid: field for field, (ids, _) in KERNEL_METRICS.items() for mid in ids}
 _BY_LABEL = {lab: field for field, (_, labels) in KERNEL_METRICS.items() for lab in labels}
+#: a display label only counts with the unit its field needs ("Memory Throughput" is also a byte/s)
+_LABEL_UNIT = {"dur_ns": "ns", "registers_per_thread": "register/thread"}
 _WANTED_IDS = set(_BY_ID) | {_L1_SECTORS, _L1_REQUESTS}
 
 #: devices column ← device attribute metric (factor to the schema's unit)
@@ -449,7 +451,6 @@ class NcuAdapter(Adapter):
         i_sut, i_su = col.get("Estimated Speedup Type"), col.get("Estimated Speedup")
         width = len(header)
         ragged_min = i_val + 1
-        locale_checked = False
         metrics = b["ncu_metrics"]
         it = iter(reader)
         row = next(it, None)
@@ -471,15 +472,15 @@ class NcuAdapter(Adapter):
                 raw_unit, raw_value = row[i_unit], row[i_val]
                 unit, factor = normalize_unit(raw_unit)
                 value = parse_number(raw_value)
-                if value is None and raw_value and not locale_checked and _LOCALE_NUMBER.match(raw_value.strip()) \
-                        and raw_unit:
+                if value is None and raw_value and raw_unit and _LOCALE_NUMBER.match(raw_value.strip()):
                     raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
                                      "re-export with LC_ALL=C so that '.' is the decimal mark")
                 if value is not None:
                     value *= factor
                 metrics.add(id=r.id, section=section, body_item=body, name=name, unit=unit,
                             value=value, raw_value=raw_value, raw_unit=raw_unit)
-                self._note_metric(r, name, value, raw_value, label=body is None and "__" not in name)
+                self._note_metric(r, name, value, raw_value, label=body is None and "__" not in name,
+                                  unit=unit)
             elif rule:
                 speedup = parse_number(row[i_su]) if i_su is not None else None
                 desc = row[i_rdesc] if i_rdesc is not None else None
@@ -541,10 +542,11 @@ class NcuAdapter(Adapter):
             yield from b.ready()
             row = nxt
 
-    def _note_metric(self, r: _Result, name: str, value, raw_value, label: bool) -> None:
+    def _note_metric(self, r: _Result, name: str, value, raw_value, label: bool, unit=None) -> None:
         if label:
             field = _BY_LABEL.get(name)
-            if field is not None and field not in r.labels and value is not None:
+            if (field is not None and field not in r.labels and value is not None
+                    and unit == _LABEL_UNIT.get(field, "%")):
                 r.labels[field] = value
             return
         if name in _WANTED_IDS:
@@ -573,21 +575,22 @@ class NcuAdapter(Adapter):
                              "the ncu command, and neither is available",
                              "pip install 'tracekit[ncu]', or export a CSV where ncu is installed: "
                              "ncu --import X.ncu-rep --csv --page raw --print-units base > X.csv")
-        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace", newline="") as out:
+        with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
+            out_path = Path(tmp) / "raw.csv"
             try:
-                proc = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw",
-                                       "--print-units", "base"], stdout=out, stderr=subprocess.PIPE,
-                                      text=True)
+                with open(out_path, "wb") as out:
+                    proc = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw",
+                                           "--print-units", "base"], stdout=out, stderr=subprocess.PIPE,
+                                          stdin=subprocess.DEVNULL)
             except OSError as e:
                 raise TraceError(path, f"cannot run {ncu} ({e.strerror or e})") from None
             if proc.returncode != 0:
-                err = " ".join((proc.stderr or "").split())[:200] or f"exit status {proc.returncode}"
-                raise TraceError(path, f"`ncu --import` failed: {err}",
+                err = " ".join(proc.stderr.decode("utf-8", "replace").split())[:200]
+                raise TraceError(path, f"`ncu --import` failed: {err or f'exit status {proc.returncode}'}",
                                  "check that the report is complete and that ncu is as new as the report")
-            size = out.tell()
-            out.seek(0)
-            yield from self._read_csv(path, out, out.tell, size, progress, layout_hint="raw")
-        self._report_reader = f"ncu --import ({ncu})"
+            self._report_reader = f"ncu --import ({ncu})"
+            with _open_text(out_path) as (f, pos):
+                yield from self._read_csv(path, f, pos, out_path.stat().st_size, progress, layout_hint="raw")
 
     def _read_report_api(self, path: Path, ncu_report, progress):
         acc = self.accounting
