@@ -1,6 +1,9 @@
 -- hotspots: GPU time per kernel name per source, hottest first (nsys stats cuda_gpu_kern_sum).
 --
--- One row per (source_id, name) over all rows of `kernels`.
+-- One row per (source_id, name) over the rows of `kernels` that are kernel executions: the
+-- whole-graph rows of an nsys `--cuda-graph-trace=graph` capture (`[CUDA graph N]`: graph_id
+-- set, graph_node_id NULL) are left out, as nsys's report reads only the KERNEL table (the
+-- graph's time is in `kernels` / `gpu_activity`).
 -- Definition (identical to `nsys stats --report cuda_gpu_kern_sum`, which groups by the
 -- demangled name only, over all devices and streams of the capture):
 --   total_ns  = sum(end_ns - start_ns) of the kernels with this name in this source
@@ -35,6 +38,7 @@ WITH per_name AS (
            max(dur_ns)                         AS max_ns,
            coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
     FROM kernels
+    WHERE graph_id IS NULL OR graph_node_id IS NOT NULL
     GROUP BY source_id, name
 )
 SELECT source_id,

@@ -4,7 +4,9 @@
 --   ranges     the range events (category 'nvtx', and 'user_annotation' for Kineto) that start
 --              and end on one thread: NVTX start/end ranges ended on another thread
 --              (`args.endGlobalTid` set) are left out. Name and style as in `nvtx_summary`.
---   GPU ops    every row of `kernels` and `memops`, joined to its launching API call in
+--   GPU ops    every row of `kernels` (except the whole-graph `[CUDA graph N]` rows of a
+--              `--cuda-graph-trace=graph` capture, which nsys does not read) and `memops`,
+--              joined to its launching API call in
 --              `api_calls` (same source, same pid, same correlation_id). An op belongs to every
 --              range of the launching thread (same pid and tid) with
 --              range.start_ns <= call.start_ns and call.end_ns <= range.end_ns (the whole
@@ -22,9 +24,8 @@
 --   proj_*_ns      = mean / median (mean of the two middle values for even n) / min / max /
 --                    sample standard deviation (0 for one instance) of the projected durations
 --   total_gpu_ops, avg_gpu_ops, avg_range_lvl, avg_num_child as named
--- Differences from nsys: an unclosed range ends at the largest timestamp of the whole NVTX
--- table (nsys: of its range rows only); for CUDA-graph captures in graph mode the
--- `[CUDA graph N]` rows of `kernels` count as GPU ops (nsys reads KERNEL/MEMCPY/MEMSET only).
+-- Difference from nsys: an unclosed range ends at the largest timestamp of the whole NVTX
+-- table (nsys: of its range rows only).
 -- nsys rounds the averages to 1 decimal; we do not. Ordered by source_id, total_proj_ns DESC, range.
 --
 -- Columns:
@@ -72,7 +73,7 @@ tree AS (
 ),
 ops AS (
     SELECT source_id, pid, correlation_id, start_ns, end_ns FROM kernels
-    WHERE correlation_id IS NOT NULL
+    WHERE correlation_id IS NOT NULL AND (graph_id IS NULL OR graph_node_id IS NOT NULL)
     UNION ALL
     SELECT source_id, pid, correlation_id, start_ns, end_ns FROM memops
     WHERE correlation_id IS NOT NULL

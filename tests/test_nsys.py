@@ -65,6 +65,7 @@ def count(con, table: str, where: str = "1") -> int:
 
 
 VALID = 'start is not null and "end" is not null and "end" >= start'
+WHOLE_GRAPH = "(graph_id is not null and graph_node_id is null)"
 LABELS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array",
           4: "Array-to-Host", 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array",
           8: "Device-to-Device", 9: "Host-to-Host", 10: "Peer-to-Peer",
@@ -108,8 +109,8 @@ def test_every_row_converted_or_counted(path, convert):
         return n_store(f"select coalesce(sum(count), 0) from skipped_rows where reason like '{prefix}:%'")
 
     expect = {
-        ("CUPTI_ACTIVITY_KIND_KERNEL", VALID):
-            "select count(*) from kernels where name is null or name not like '[CUDA graph%'",
+        ("CUPTI_ACTIVITY_KIND_KERNEL", VALID): f"select count(*) from kernels where not {WHOLE_GRAPH}",
+        ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", VALID): f"select count(*) from kernels where {WHOLE_GRAPH}",
         ("CUPTI_ACTIVITY_KIND_MEMCPY", VALID): "select count(*) from memops where kind = 'memcpy'",
         ("CUPTI_ACTIVITY_KIND_MEMSET", VALID): "select count(*) from memops where kind = 'memset'",
         ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", VALID): "select count(*) from syncs",
@@ -131,6 +132,7 @@ def test_every_row_converted_or_counted(path, convert):
     # every row of every table read: converted + skipped (reason prefixed by the table) = rows
     converted_from = {
         "CUPTI_ACTIVITY_KIND_KERNEL": expect[("CUPTI_ACTIVITY_KIND_KERNEL", VALID)],
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": expect[("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", VALID)],
         "CUPTI_ACTIVITY_KIND_MEMCPY": expect[("CUPTI_ACTIVITY_KIND_MEMCPY", VALID)],
         "CUPTI_ACTIVITY_KIND_MEMSET": expect[("CUPTI_ACTIVITY_KIND_MEMSET", VALID)],
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "select count(*) from syncs",
@@ -191,8 +193,14 @@ def test_names_and_shapes_match_sqlite(path, convert):
         "left join StringIds s on s.id = k.demangledName"))
     st = convert(path)
     got = Counter(st.rows("select name, grid_x, block_x, registers_per_thread, shared_bytes, "
-                          "correlation_id, dur_ns from kernels"))
+                          "correlation_id, dur_ns from kernels where not " + WHOLE_GRAPH))
     assert got == want
+    # whole-graph rows (--cuda-graph-trace=graph) stand for the graph launches of GRAPH_TRACE
+    want = Counter(con.execute('select graphId, correlationId, "end" - start from '
+                               "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")) if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" \
+        in tables(con) else Counter()
+    assert Counter(st.rows(f"select graph_id, correlation_id, dur_ns from kernels where {WHOLE_GRAPH}")) == want
+    assert all(n == f"[CUDA graph {g}]" for g, n in st.rows(f"select graph_id, name from kernels where {WHOLE_GRAPH}"))
 
 
 def test_saxpy_with_appended_name_column(convert, tmp_path):
@@ -565,7 +573,7 @@ def test_views_on_kineto_sources(path, convert):
     ops = [(e["args"]["correlation"], kineto_ns(e["ts"]), kineto_ns(e["ts"]) + kineto_ns(e["dur"]))
            for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     groups = projection(ranges, calls, ops)
-    assert groups  # the decode / matmul ranges launch GPU work
+    assert bool(groups) == bool(ops)  # the decode / matmul ranges launch GPU work (when traced)
     check_projection(st, groups)
 
 
@@ -658,14 +666,16 @@ def test_synthetic_features(tmp_path, convert):
     summary = {(r["range"], r["style"]): r["total_ns"] for r in dicts(st, "select * from nvtx_summary")}
     assert summary == {(":outer", "PushPop"): 1980, ("mydomain:registered", "StartEnd"): 940,
                        (":crossed", "StartEnd"): 2955, (":unclosed", "PushPop"): 2300}
-    # projection: the graph launch (call 900-950) is inside `outer`, `registered` and `unclosed`;
-    # the crossed start/end range is left out (it ended on another thread)
+    # projection: the kernel launched by the call at 50-90 is inside `outer` and `registered`;
+    # the crossed start/end range is left out (it ended on another thread), and the whole-graph
+    # row is not a GPU op for nsys (nor in hotspots), though it stays in kernels / gpu_activity
     proj = {r["range"]: r for r in dicts(st, "select * from nvtx_gpu_projection")}
-    assert set(proj) == {":outer", "mydomain:registered", ":unclosed"}
-    assert proj[":unclosed"]["total_proj_ns"] == 500 and proj[":unclosed"]["avg_range_lvl"] == 0.0
-    assert proj[":outer"]["total_gpu_ops"] == 2 and proj[":outer"]["total_proj_ns"] == 1400
+    assert set(proj) == {":outer", "mydomain:registered"}
+    assert proj[":outer"]["total_gpu_ops"] == 1 and proj[":outer"]["total_proj_ns"] == 100
     assert proj["mydomain:registered"]["avg_range_lvl"] == 1.0
     assert proj[":outer"]["avg_num_child"] == 1.0
+    assert st.rows("select name from hotspots") == [("k1(int)",)]
+    assert st.one("select count(*) from gpu_activity where name = '[CUDA graph 3]'") == 1
     # GPU metrics → counters (GPU = typeId & 0xFF; negative timestamps kept)
     assert st.rows("select device_id, name, ts_ns, value from counters order by ts_ns") == [
         (1, "SM Active [Throughput %]", -5, 40.0), (1, "SM Active [Throughput %]", 15, 60.0),
@@ -820,3 +830,21 @@ def test_report_export_failure_is_one_line(tmp_path, monkeypatch):
     one_line(convert_error(rep, tmp_path), rep.name, "nsys export --type sqlite` failed",
              "report is damaged")
     assert not list(rep.parent.glob("*.sqlite"))  # no half-written cache left behind
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path, monkeypatch, convert):
+    from tracekit.adapters import nsys
+
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)  # the bad row comes after chunks already delivered
+    rows = ", ".join(f"({i * 10}, {i * 10 + 5}, 59, {G}, 'r{i}')" for i in range(5))
+    path = make_export(tmp_path / "utf8.sqlite", f"""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'ok');
+        CREATE TABLE NVTX_EVENTS (start INTEGER, "end" INTEGER, eventType INTEGER, globalTid INTEGER, text TEXT);
+        INSERT INTO NVTX_EVENTS VALUES {rows}, (60, 65, 59, {G}, CAST(X'626164FF21' AS TEXT)),
+            (70, 75, 59, {G}, 'r6');""")
+    st = convert(path)
+    names = [r[0] for r in st.rows("select name from events order by start_ns")]
+    assert names == ["r0", "r1", "r2", "r3", "r4", "bad\ufffd!", "r6"]  # each row exactly once
+    meta = json.loads(st.one("select metadata from sources"))
+    assert meta["tracekit_repairs"] == {"NVTX_EVENTS: invalid UTF-8 in text values, replaced with U+FFFD": 1}

@@ -20,8 +20,9 @@ Mapping (see docs/schema.md for the column-level notes)
 * ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` (``--cuda-graph-trace=graph``: one row per graph launch, the
   graph's kernels are *not* in KERNEL) → ``kernels`` too, named ``[CUDA graph <graphId>]`` with
   ``graph_id`` set and ``graphExecId`` in ``args``: otherwise the GPU would look idle during graph
-  replays.  ``nsys stats cuda_gpu_kern_sum`` reads KERNEL only, so for such captures ``hotspots``
-  has these extra rows (and ``nvtx_gpu_projection`` counts them as GPU ops).
+  replays.  They are told apart by ``graph_id`` set with ``graph_node_id`` NULL (kernels of a graph
+  traced per node carry a ``graph_node_id``); ``hotspots`` and ``nvtx_gpu_projection`` leave them
+  out, as nsys's reports (which read KERNEL only) do.
 * ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``MEMSET`` → ``memops`` (copy and memory kinds through the enum
   copies below: the ``ENUM_*`` tables only exist from 2023.1).
 * ``CUPTI_ACTIVITY_KIND_RUNTIME`` → ``api_calls``: ``eventClass`` 0 → ``cuda_runtime``, 1 →
@@ -62,6 +63,7 @@ pid / tid are decoded from ``globalTid`` / ``globalPid``: bits 47–24 PID, 23�
 from __future__ import annotations
 
 import hashlib
+import re
 import os
 import shutil
 import sqlite3
@@ -229,7 +231,6 @@ class NsysAdapter(Adapter):
             con = sqlite3.connect(f"file:{db_path.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
         except sqlite3.Error as e:
             raise TraceError(path, f"cannot open the SQLite file ({e})", "check the path and permissions") from None
-        con.text_factory = _text
         try:
             yield from self._read(con, path, source_id, progress, meta_extra)
         except sqlite3.DatabaseError as e:
@@ -241,8 +242,9 @@ class NsysAdapter(Adapter):
     # -------------------------------------------------------------------------------------------
     def _read(self, con, path, sid, progress, meta_extra):
         self.con, self.sid = con, sid
+        self.repairs: dict[str, int] = {}
         try:
-            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            names = [r[0] for r in self._all("SELECT name FROM sqlite_master WHERE type = 'table'")]
         except sqlite3.DatabaseError as e:
             raise TraceError(path, f"not a readable SQLite database ({e})",
                              "pass an `nsys export --type sqlite` file or the .nsys-rep report") from None
@@ -251,10 +253,11 @@ class NsysAdapter(Adapter):
                 t.startswith("CUPTI_ACTIVITY_KIND_") for t in self.tables):
             raise TraceError(path, "SQLite file is not an Nsight Systems export (no StringIds, CUPTI, "
                              "NVTX or OSRT tables)", "pass the output of `nsys export --type sqlite`")
-        self.repairs: dict[str, int] = {}
         self.active_pids: set[int] = set()
         self.next_event_id = 0
         self.strings = self._strings()
+        self._sid_keys = pa.array(list(self.strings), pa.int64())
+        self._sid_values = pa.array(list(self.strings.values()), pa.string())
         self.counts = {t: con.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in self.tables}
         work = (KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, "NVTX_EVENTS", "OSRT_API",
                 "PROFILER_OVERHEAD", CUPTI_OVERHEAD, "GPU_METRICS")
@@ -284,15 +287,33 @@ class NsysAdapter(Adapter):
         self.source = self._source_info(meta_extra)
 
     # -- helpers -----------------------------------------------------------------------------
+    def _use_replacing_decoder(self, what: str) -> None:
+        """Invalid UTF-8 in a text value: from now on decode with U+FFFD replacement (counted)."""
+        self.con.text_factory = _text
+        key = f"{what}: invalid UTF-8 in text values, replaced with U+FFFD"
+        self.repairs[key] = self.repairs.get(key, 0) + 1
+
+    def _all(self, sql: str) -> list:
+        """fetchall, tolerating invalid UTF-8 (rare: the default str decoding is kept for speed)."""
+        try:
+            return self.con.execute(sql).fetchall()
+        except sqlite3.OperationalError as e:
+            if "decode" not in str(e).lower() or self.con.text_factory is _text:
+                raise
+            m = re.search(r"FROM\s+\"?(\w+)", sql)
+            self._use_replacing_decoder(m.group(1) if m else "query")
+            return self.con.execute(sql).fetchall()
+
     def _strings(self) -> dict:
         if "StringIds" not in self.tables or not {"id", "value"} <= set(self.tables["StringIds"]):
             return {}
-        return dict(self.con.execute("SELECT id, value FROM StringIds"))
+        return dict(self._all("SELECT id, value FROM StringIds"))
 
-    def _string_list(self, table: str, column: str, ids) -> list:
-        get = self.strings.get
-        out = [get(i) for i in ids]
-        missing = sum(1 for i, s in zip(ids, out) if s is None and i is not None) if None in out else 0
+    def _lookup(self, table: str, column: str, ids) -> pa.Array:
+        """StringIds look-up of a column of ids, in Arrow (NULL where the id is unknown; counted)."""
+        ids = self._ints(table, {column: ids}, column, len(ids))
+        out = pc.take(self._sid_values, pc.index_in(ids, value_set=self._sid_keys))
+        missing = out.null_count - ids.null_count
         if missing:
             key = f"{table}.{column}: ids not found in StringIds (name left NULL)"
             self.repairs[key] = self.repairs.get(key, 0) + missing
@@ -307,14 +328,31 @@ class NsysAdapter(Adapter):
         rest = [c for c in have if c not in args_skip and c not in wanted]
         sel.append(_args_sql(rest))
         sql = f"SELECT {', '.join(sel)} FROM {_q(table)} {where}"
-        cur = self.con.execute(sql)
         keys = list(wanted) + ["__args"]
+        for rows in self._chunks(table, sql):
+            yield rows, dict(zip(keys, zip(*rows)))
+
+    def _chunks(self, table: str, sql: str):
+        """fetchmany chunks; on invalid UTF-8, re-run with the replacing decoder and resume after
+        the rows already delivered (same query on an immutable file: same order)."""
+        cur = self.con.execute(sql)
+        done = 0
         while True:
-            rows = cur.fetchmany(CHUNK_ROWS)
+            try:
+                rows = cur.fetchmany(CHUNK_ROWS)
+            except sqlite3.OperationalError as e:
+                if "decode" not in str(e).lower() or self.con.text_factory is _text:
+                    raise
+                self._use_replacing_decoder(table)
+                cur = self.con.execute(sql)
+                left = done
+                while left:
+                    left -= len(cur.fetchmany(min(left, CHUNK_ROWS)))
+                continue
             if not rows:
-                break
-            cols = dict(zip(keys, zip(*rows)))
-            yield rows, cols
+                return
+            done += len(rows)
+            yield rows
 
     def _ints(self, table: str, cols: dict, name: str, n: int) -> pa.Array:
         v = cols.get(name)
@@ -397,18 +435,19 @@ class NsysAdapter(Adapter):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
             start, end = I("start"), I("end")
-            name = self._string_list(t, "demangledName", c["demangledName"])
-            short = self._string_list(t, "shortName", c["shortName"])
-            if None in name:  # no demangled name: fall back to the short name
-                name = [a if a is not None else b for a, b in zip(name, short)]
-            if None in short:
-                short = [b if b is not None else short_kernel_name(a) for a, b in zip(name, short)]
+            name = self._lookup(t, "demangledName", c["demangledName"])
+            short = self._lookup(t, "shortName", c["shortName"])
+            if name.null_count:  # no demangled name: fall back to the short name
+                name = pc.coalesce(name, short)
+            if short.null_count:  # no short name (trimmed exports): derive it like Kineto does
+                short = pc.coalesce(short, pa.array([short_kernel_name(x) for x in name.to_pylist()],
+                                                    pa.string()))
             st, dy = I("staticSharedMemory"), I("dynamicSharedMemory")
             batch = self._batch("kernels", n, {
                 "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
                 "name": name, "short_name": short,
-                "mangled_name": self._string_list(t, "mangledName", c["mangledName"]),
+                "mangled_name": self._lookup(t, "mangledName", c["mangledName"]),
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "grid_x": I("gridX"), "grid_y": I("gridY"), "grid_z": I("gridZ"),
                 "block_x": I("blockX"), "block_y": I("blockY"), "block_z": I("blockZ"),
@@ -527,9 +566,12 @@ class NsysAdapter(Adapter):
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
             start, end = I("start"), I("end")
             g = I("globalTid")
-            raw = self._string_list(t, "nameId", c["nameId"])
-            for s in set(raw) - api_names.keys():
+            raw = self._lookup(t, "nameId", c["nameId"])
+            enc = raw.dictionary_encode()
+            for s in set(enc.dictionary.to_pylist()) - api_names.keys():
                 api_names[s] = api_base_name(s)
+            base = pc.take(pa.array([api_names[s] for s in enc.dictionary.to_pylist()], pa.string()),
+                           enc.indices)
             ec = c["eventClass"]
             klass = I("eventClass")
             common = {"pid": decode_pid(g), "tid": decode_tid(g), "start_ns": start, "end_ns": end,
@@ -540,12 +582,12 @@ class NsysAdapter(Adapter):
             is_api = pc.is_in(klass, pa.array(list(API_CLASSES), pa.int64())).fill_null(False)
             is_bt = pc.equal(klass, CUDA_BACKTRACE).fill_null(False)
             api = self._batch("api_calls", n, {
-                **common, "name": [api_names[s] for s in raw], "raw_name": raw,
+                **common, "name": base, "raw_name": raw,
                 "api": [API_CLASSES.get(x) for x in ec], "return_value": I("returnValue")})
             yield from self._emit("api_calls", api, pc.and_(ok, is_api))
             if pc.any(is_bt).as_py():
                 ev = self._batch("events", n, {
-                    **common, "event_id": self._event_ids(n), "name": [api_names[s] for s in raw],
+                    **common, "event_id": self._event_ids(n), "name": base,
                     "category": pa.nulls(n, pa.string()).fill_null("cuda_backtrace"),
                     "is_instant": pa.nulls(n, pa.bool_()).fill_null(False),
                     # events have no return_value column: keep it in args
@@ -572,7 +614,7 @@ class NsysAdapter(Adapter):
             txt = _q("text") if "text" in have else "NULL"
             tid = _q("textId") if "textId" in have else "NULL"
             gt = _q("globalTid") if "globalTid" in have else "NULL"
-            for g, d, text, text_id in con.execute(
+            for g, d, text, text_id in self._all(
                     f"SELECT {gt}, domainId, {txt}, {tid} FROM NVTX_EVENTS WHERE eventType = "
                     f"{NVTX_DOMAIN_CREATE} ORDER BY start"):
                 key = (((g or 0) >> 24) & 0xFFFFFF, d)
@@ -599,8 +641,7 @@ class NsysAdapter(Adapter):
             end = pc.if_else(is_mark, start, end)
             g = I("globalTid")
             pid = decode_pid(g)
-            get = self.strings.get
-            name = [get(i, x) for i, x in zip(c["textId"], c["text"])]
+            name = pc.coalesce(self._lookup(t, "textId", c["textId"]), pa.array(c["text"], pa.string()))
             dom_ids = c["domainId"]
             if domains:
                 pids = pid.to_pylist()
@@ -627,12 +668,8 @@ class NsysAdapter(Adapter):
         sel = [(_q(c) if c in have else "NULL") for c in wanted]
         rest = [c for c in have if c not in args_skip]
         sel.append(_args_sql(rest, extra, drop_zero={"domainId"}))
-        cur = self.con.execute(f"SELECT {', '.join(sel)} FROM {_q(table)}")
         keys = list(wanted) + ["__args"]
-        while True:
-            rows = cur.fetchmany(CHUNK_ROWS)
-            if not rows:
-                break
+        for rows in self._chunks(table, f"SELECT {', '.join(sel)} FROM {_q(table)}"):
             yield rows, dict(zip(keys, zip(*rows)))
 
     def _osrt(self):
@@ -650,7 +687,7 @@ class NsysAdapter(Adapter):
             batch = self._batch("events", n, {
                 "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._string_list(t, "nameId", c["nameId"]),
+                "name": self._lookup(t, "nameId", c["nameId"]),
                 "category": pa.nulls(n, pa.string()).fill_null("osrt"),
                 "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
             yield from self._emit("events", batch, mask)
@@ -674,7 +711,7 @@ class NsysAdapter(Adapter):
             batch = self._batch("events", n, {
                 "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._string_list(t, "nameId", c["nameId"]),
+                "name": self._lookup(t, "nameId", c["nameId"]),
                 "category": pa.nulls(n, pa.string()).fill_null("overhead"),
                 "correlation_id": I("correlationId"),
                 "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
@@ -694,7 +731,7 @@ class NsysAdapter(Adapter):
         metric_names: dict = {}
         mt = self.tables.get("TARGET_INFO_GPU_METRICS", [])
         if {"typeId", "metricId", "metricName"} <= set(mt):
-            for ty, mi, nm in self.con.execute("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"):
+            for ty, mi, nm in self._all("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"):
                 metric_names.setdefault((ty, mi), nm)
         wanted = ["timestamp", "typeId", "metricId", "value"]
         for rows, c in self._select(t, wanted):
@@ -723,13 +760,13 @@ class NsysAdapter(Adapter):
             return []
         have = self.tables[table]
         sel = ", ".join(_q(c) if c in have else "NULL" for c in wanted)
-        return [dict(zip(wanted, r)) for r in self.con.execute(f"SELECT {sel} FROM {_q(table)}")]
+        return [dict(zip(wanted, r)) for r in self._all(f"SELECT {sel} FROM {_q(table)}")]
 
     def _all_rows(self, table: str) -> list[dict]:
         if table not in self.tables:
             return []
         cols = self.tables[table]
-        return [dict(zip(cols, r)) for r in self.con.execute(f"SELECT * FROM {_q(table)}")]
+        return [dict(zip(cols, r)) for r in self._all(f"SELECT * FROM {_q(table)}")]
 
     def _devices(self, b: Builders):
         gpus = self._all_rows("TARGET_INFO_GPU")
@@ -818,9 +855,8 @@ class NsysAdapter(Adapter):
                     meta[r["name"]] = r["value"]
         host = None
         if "TARGET_INFO_SYSTEM_ENV" in self.tables and {"name", "value"} <= set(self.tables["TARGET_INFO_SYSTEM_ENV"]):
-            row = self.con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' "
-                                   "LIMIT 1").fetchone()
-            host = row[0] if row else None
+            rows = self._all("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
+            host = rows[0][0] if rows else None
         utc = None
         for r in self._rows("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"]):
             if isinstance(r["utcEpochNs"], int):
