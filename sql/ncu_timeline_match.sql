@@ -24,6 +24,10 @@
 --                 ncu --launch-skip/--launch-count): paired by launch order, a best guess
 --     'name'      ncu has no geometry: paired by base name and launch order only
 --     'unmatched' no timeline launch left for it in this key (or no timeline source)
+--   timeline_ranges = the ranges open on the launching thread at the launch call, outermost first,
+--               '/'-joined: NVTX ranges (nsys) and record_function annotations (Kineto); evidence
+--               only, not used for pairing. nvtx_agrees = the innermost of them equals the innermost
+--               range of ncu's NVTX stack (NULL when either side has none).
 --
 -- Columns:
 --   ncu_source_id      INTEGER  the ncu source
@@ -45,6 +49,8 @@
 --   end_ns             BIGINT   matched kernel's end
 --   dur_ns             BIGINT   matched kernel's duration on the timeline, ns
 --   ncu_dur_ns         BIGINT   the launch's duration under ncu replay, ns
+--   timeline_ranges    VARCHAR  ranges open at the matched kernel's launch call (see above)
+--   nvtx_agrees        BOOLEAN  innermost timeline range = innermost ncu NVTX range
 --   match_quality      VARCHAR  'exact' | 'key' | 'order' | 'name' | 'unmatched'
 CREATE OR REPLACE VIEW ncu_timeline_match AS
 WITH sizes AS (  -- grid / block sizes (products) where ncu has no dims
@@ -76,14 +82,15 @@ ncu_ranked AS (
     FROM ncu
 ),
 launch AS (
-    SELECT source_id, pid, correlation_id, min(start_ns) AS launch_ns
+    SELECT source_id, pid, correlation_id, min(start_ns) AS launch_ns, arg_min(tid, start_ns) AS launch_tid
     FROM api_calls
     WHERE correlation_id IS NOT NULL
     GROUP BY ALL
 ),
 tl AS (  -- timeline kernels, each under its three geometry spellings
     SELECT k.source_id, k.name, k.short_name, k.device_id, k.stream_id, k.pid, k.correlation_id,
-           k.start_ns, k.end_ns, k.dur_ns, coalesce(l.launch_ns, k.start_ns) AS launch_ns, g.geometry
+           k.start_ns, k.end_ns, k.dur_ns, coalesce(l.launch_ns, k.start_ns) AS launch_ns,
+           l.launch_ns AS api_ns, l.launch_tid, g.geometry
     FROM kernels k
     LEFT JOIN launch l ON l.source_id = k.source_id AND l.pid IS NOT DISTINCT FROM k.pid
                       AND l.correlation_id = k.correlation_id
@@ -114,7 +121,10 @@ SELECT n.ncu_source_id, n.ncu_id, n.ncu_name, n.short_name, n.geometry, n.ncu_nv
        s.source_id AS timeline_source_id, n.key_ordinal, n.ncu_launches,
        CASE WHEN s.source_id IS NULL THEN NULL ELSE coalesce(c.timeline_launches, 0) END AS timeline_launches,
        t.name AS kernel_name, t.device_id, t.stream_id, t.pid, t.correlation_id,
-       t.start_ns, t.end_ns, t.dur_ns, n.ncu_dur_ns,
+       t.start_ns, t.end_ns, t.dur_ns, n.ncu_dur_ns, r.ranges AS timeline_ranges,
+       CASE WHEN r.ranges IS NULL OR n.ncu_nvtx IS NULL THEN NULL
+            ELSE regexp_extract(r.ranges, '([^/]*)$', 1) = regexp_extract(n.ncu_nvtx, '([^/;@]*)$', 1)
+       END AS nvtx_agrees,
        CASE
            WHEN t.source_id IS NULL THEN 'unmatched'
            WHEN n.geometry = '*' THEN 'name'
@@ -128,4 +138,11 @@ LEFT JOIN tl_sources s ON true
 LEFT JOIN tl_counts c ON c.source_id = s.source_id AND c.short_name = n.short_name AND c.geometry = n.geometry
 LEFT JOIN tl_ranked t ON t.source_id = s.source_id AND t.short_name = n.short_name
                      AND t.geometry = n.geometry AND t.key_ordinal = n.key_ordinal
+LEFT JOIN LATERAL (
+    SELECT string_agg(e.name, '/' ORDER BY e.start_ns, e.end_ns DESC, e.event_id) AS ranges
+    FROM events e
+    WHERE e.source_id = t.source_id AND e.pid = t.pid AND e.tid = t.launch_tid
+      AND e.category IN ('nvtx', 'user_annotation') AND NOT coalesce(e.is_instant, false)
+      AND e.start_ns <= t.api_ns AND t.api_ns < e.end_ns
+) r ON t.api_ns IS NOT NULL
 ORDER BY n.ncu_source_id, s.source_id, n.ncu_id;

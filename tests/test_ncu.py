@@ -644,18 +644,20 @@ def test_ncu_launches_match_the_kineto_kernels_of_the_same_script(tmp_path):
         st.convert(MM_RAW)  # source 1
         st.convert(MM_DETAILS)  # source 2
         rows = st.rows("select ncu_source_id, ncu_id, timeline_source_id, correlation_id, match_quality, "
-                       "key_ordinal, ncu_launches, timeline_launches, kernel_name, dur_ns "
-                       "from ncu_timeline_match order by ncu_source_id, ncu_id")
+                       "key_ordinal, ncu_launches, timeline_launches, kernel_name, dur_ns, timeline_ranges, "
+                       "nvtx_agrees from ncu_timeline_match order by ncu_source_id, ncu_id")
         hb = st.rows("select short_name, instances, ncu_launches, bound, roofline_bound, match_quality "
                      "from hotspots_bound where source_id = 0")
     assert len(rows) == 12
-    for nsrc, nid, tsrc, corr, quality, ordinal, n_ncu, n_tl, kname, dur in rows:
+    for nsrc, nid, tsrc, corr, quality, ordinal, n_ncu, n_tl, kname, dur, ranges, agrees in rows:
         e = ks[nid]  # ncu profiled exactly the measured launches, in launch order
         assert tsrc == 0 and corr == e["args"]["correlation"] and kname == e["name"]
         assert dur == round(e["dur"] * 1000)
         assert ordinal == nid // 3 + 1 and n_ncu == n_tl == 2
         # nvjet names read the same everywhere; ncu spells the splitK template args differently
         assert quality == ("key" if short_kernel_name(kname) == REDUCE else "exact")
+        # the record_function range around the launch is the innermost NVTX range ncu saw
+        assert ranges == ("gemm_b4096" if short_kernel_name(kname) == GEMM else "gemv_b1") and agrees
     by_name = {r[0]: r[1:] for r in hb}
     assert by_name[GEMM] == (2, 4, "compute", "compute", "exact")  # 2 ncu sources x 2 launches
     assert by_name[GEMV] == (2, 4, "latency", "memory", "exact")
@@ -681,11 +683,12 @@ def test_ncu_launches_match_the_nsys_kernels_of_the_same_script(tmp_path):
     with Store(tmp_path / "n.duckdb") as st:
         st.convert(NSYS_MM)
         st.convert(MM_RAW)
-        rows = st.rows("select ncu_id, correlation_id, match_quality from ncu_timeline_match "
-                       "where ncu_source_id = 1 order by ncu_id")
+        rows = st.rows("select ncu_id, correlation_id, match_quality, timeline_ranges = ncu_nvtx "
+                       "from ncu_timeline_match where ncu_source_id = 1 order by ncu_id")
         hb = st.rows("select short_name, bound from hotspots_bound where source_id = 0")
     assert [r[1] for r in rows] == [n[0] for n in nsys]
     assert all(r[2] in ("exact", "key") for r in rows)
+    assert all(r[3] for r in rows)  # nsys's NVTX stack at the launch = ncu's ('measure/gemv_b1', ...)
     assert dict(hb)[GEMM] == "compute" and dict(hb)[GEMV] in ("memory", "latency")
 
 

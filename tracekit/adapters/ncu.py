@@ -210,8 +210,6 @@ DEVICE_METRICS = {
 _DEVICE_IDS = {m for m, _ in DEVICE_METRICS.values()} | {
     "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor"}
 
-_RULE_TYPES = {1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
-
 
 def _is_nvtx_column(name: str) -> bool:
     return "Domain:" in name or name.startswith(("thread Domain", "Id:Domain"))
@@ -612,6 +610,11 @@ class NcuAdapter(Adapter):
                              "check that the file is complete; a newer ncu-report may be needed")
         b = self._b
         metrics = b["ncu_metrics"]
+        speedup_types = {getattr(ncu_report, "SpeedupType_LOCAL", 1): "local",
+                         getattr(ncu_report, "SpeedupType_GLOBAL", 2): "global",
+                         getattr(ncu_report, "SpeedupType_UNKNOWN", 0): None}
+        rule_types = {getattr(ncu_report, f"MsgType_{k}", v): t for k, (v, t) in {
+            "OK": (1, "INF"), "OPTIMIZATION": (2, "OPT"), "WARNING": (3, "WRN"), "ERR": (4, "ERR")}.items()}
         rid = 0
         total = sum(ctx.range_by_idx(i).num_actions() for i in range(nranges))
         for ri in range(nranges):
@@ -653,11 +656,10 @@ class NcuAdapter(Adapter):
                     sp = rr.get("speedup_estimation") or {}
                     speedup = sp.get("speedup") if isinstance(sp, dict) else None
                     stype = sp.get("type") if isinstance(sp, dict) else None
-                    stype = {0: None, 1: "global", 2: "local"}.get(stype, stype) if not isinstance(
-                        stype, str) else stype.lower()
+                    stype = speedup_types.get(stype, stype) if not isinstance(stype, str) else stype.lower()
                     b["ncu_rules"].add(
                         id=rid, section=rr.get("section_identifier"), rule=rr.get("rule_identifier"),
-                        type=_RULE_TYPES.get(msg.get("type")), title=msg.get("title"),
+                        type=rule_types.get(msg.get("type")), title=msg.get("title"),
                         description=msg.get("message"), speedup_type=stype,
                         speedup_pct=float(speedup) if isinstance(speedup, (int, float)) else None)
                     if rr.get("rule_identifier") == "SOLBottleneck" and r.bottleneck is None:
