@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.util
 import os
 import shutil
 import sys
@@ -26,7 +25,11 @@ MM_DETAILS, MM_BASE, MM_RAW = NCU_FIX / "mm_details.csv", NCU_FIX / "mm_details_
 KINETO_MM = FIXTURES / "kineto" / "matmul.json.gz"
 NSYS_MM = FIXTURES / "nsys" / "matmul.sqlite"
 REAL = {p.name: p for p in realworld("ncu")}
-HAVE_NCU_REPORT = importlib.util.find_spec("ncu_report") is not None
+try:
+    import ncu_report  # noqa: F401  (the optional tracekit[ncu] extra)
+    HAVE_NCU_REPORT = True
+except ImportError:
+    HAVE_NCU_REPORT = False
 
 GEMV = "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_splitK_NNT"
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
