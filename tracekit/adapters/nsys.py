@@ -583,7 +583,10 @@ class NsysAdapter(Adapter):
             is_bt = pc.equal(klass, CUDA_BACKTRACE).fill_null(False)
             api = self._batch("api_calls", n, {
                 **common, "name": base, "raw_name": raw,
-                "api": [API_CLASSES.get(x) for x in ec], "return_value": I("returnValue")})
+                "api": pc.if_else(pc.equal(klass, 0), pa.scalar(API_CLASSES[0]),
+                                  pc.if_else(pc.equal(klass, 1), pa.scalar(API_CLASSES[1]),
+                                             pa.scalar(None, pa.string()))),
+                "return_value": I("returnValue")})
             yield from self._emit("api_calls", api, pc.and_(ok, is_api))
             if pc.any(is_bt).as_py():
                 ev = self._batch("events", n, {
@@ -732,14 +735,19 @@ class NsysAdapter(Adapter):
         mt = self.tables.get("TARGET_INFO_GPU_METRICS", [])
         if {"typeId", "metricId", "metricName"} <= set(mt):
             for ty, mi, nm in self._all("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"):
-                metric_names.setdefault((ty, mi), nm)
+                if isinstance(ty, int) and isinstance(mi, int):
+                    metric_names.setdefault((ty << 32) | (mi & 0xFFFFFFFF), nm)
+        keys = pa.array(list(metric_names), pa.int64())
+        values = pa.array(list(metric_names.values()), pa.string())
         wanted = ["timestamp", "typeId", "metricId", "value"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
             ts = self._ints(t, c, "timestamp", n)
             ty = self._ints(t, c, "typeId", n)
-            names = [metric_names.get(k) or (f"metric {k[1]}" if k[1] is not None else None)
-                     for k in zip(c["typeId"], c["metricId"])]
+            mi = self._ints(t, c, "metricId", n)
+            key = pc.bit_wise_or(pc.shift_left(ty, 32), pc.bit_wise_and(mi, 0xFFFFFFFF))
+            names = pc.coalesce(pc.take(values, pc.index_in(key, value_set=keys)),  # unnamed: "metric N"
+                                pc.binary_join_element_wise("metric ", pc.cast(mi, pa.string()), ""))
             try:
                 value = pa.array(c["value"], pa.float64())
             except _INT:
