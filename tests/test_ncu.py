@@ -735,3 +735,15 @@ def test_launch_count_mismatch_pairs_by_order_and_lists_the_rest(tmp_path):
     # launch order (API start) is correlation 5 then 6, although kernel 6 started first
     assert got == [(0, 5, "order", 3, 2), (1, 6, "order", 3, 2), (2, None, "unmatched", 3, 2),
                    (3, None, "unmatched", 1, 0)]
+
+
+def test_thresholds_are_parameters(tmp_path):
+    """ncu's 60 % 'both low' threshold is a DuckDB variable: at 50 % the GEMV (memory 57 %,
+    SM 9 %) becomes memory-bound by the gap rule, the GEMM stays compute-bound."""
+    need(MM_RAW)
+    with Store(tmp_path / "p.duckdb") as st:
+        st.convert(MM_RAW)
+        q = "select short_name, bound, bound_reason from kernel_bounds where id in (0, 2) order by id"
+        assert st.rows(q) == [(GEMV, "latency", "small grid"), (GEMM, "compute", "high throughput")]
+        st.con.execute("SET VARIABLE bound_low_pct = 50")
+        assert st.rows(q) == [(GEMV, "memory", "memory > compute"), (GEMM, "compute", "high throughput")]
