@@ -13,6 +13,9 @@
 --               start with `_v` (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`, while
 --               `cuMemcpyHtoDAsync_v2` and `cudaGraphLaunch_v10000` stay as recorded)
 -- avg/med/stddev are not rounded (nsys prints them with 1 decimal).
+-- Difference from nsys: captures with `--cudabacktrace` also hold eventClass-67 "CUDA backtrace"
+-- rows in RUNTIME (a wrapper around the real call, same correlation id), which nsys's report
+-- counts as extra calls; tracekit keeps them as `events` (category cuda_backtrace), not here.
 -- Ordered by source_id, total_ns DESC, num_calls DESC, name.
 --
 -- Columns:
