@@ -895,7 +895,7 @@ class _Exporter:
                    e.correlation_id, e.external_id, e.args::VARCHAR, NULL, NULL, coalesce(e.is_instant, false)
             FROM events e JOIN tk_src s USING (source_id)
             WHERE e.device_id IS NULL AND e.stream_id IS NULL AND {W('e')}
-            ORDER BY ord, pid NULLS LAST, (tid IS DISTINCT FROM pid), tid NULLS LAST, ts, dur DESC, kind DESC"""
+            ORDER BY ord, (pid IS NULL OR pid < 1), pid, (tid IS DISTINCT FROM pid), tid NULLS LAST, ts, dur DESC, kind DESC"""
         record = isinstance(w, ProtoWriter)
         cur = None
         lanes = None
