@@ -246,6 +246,9 @@ def schema_cmd(markdown, table):
 
 from .export.commands import export  # noqa: E402
 main.add_command(export)
+from .diagnose_commands import diagnose_cmd, diff_cmd  # noqa: E402
+main.add_command(diagnose_cmd)
+main.add_command(diff_cmd)
 
 if __name__ == "__main__":
     main()

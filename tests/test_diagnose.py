@@ -1,0 +1,606 @@
+"""`tracekit diagnose`, `tracekit diff` and the HTML report on the real fixtures.
+
+Every number asserted is computed here independently from the raw capture (the Kineto JSON read
+with the stdlib json module, the nsys SQLite with sqlite3, the ncu CSV with csv), not copied from
+tracekit's output.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES, REPO, load_json, need
+
+KINETO = FIXTURES / "kineto"
+DECODE_B1 = KINETO / "decode_b1.json.gz"
+DECODE_B32 = KINETO / "decode_b32.json.gz"
+GRAPHS = KINETO / "graphs.json.gz"
+DDP = [KINETO / "ddp_rank0.json.gz", KINETO / "ddp_rank1.json.gz"]
+NSYS_MATMUL = FIXTURES / "nsys" / "matmul.sqlite"
+NCU_RAW = FIXTURES / "ncu" / "mm_raw.csv"
+NCU_DETAILS = FIXTURES / "ncu" / "mm_details.csv"
+UNDER_NSYS = KINETO / "decode_b1_under_nsys.json.gz"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+SYNC_NAMES = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
+LAUNCH_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync"}
+
+
+def ns(us) -> int:
+    return round(us * 1000)
+
+
+# ----------------------------------------------------------------------------------------------
+# the test's own reading of a Kineto trace
+
+
+class Raw:
+    def __init__(self, path: Path):
+        self.raw = load_json(need(path))
+        ev = [e for e in self.raw["traceEvents"] if e.get("ph") == "X"]
+        self.gpu = [e for e in ev if e.get("cat") in GPU_CATS]
+        self.kernels = [e for e in self.gpu if e["cat"] == "kernel"]
+        self.calls = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+        self.by_corr = {e["args"]["correlation"]: e for e in self.calls if "correlation" in e.get("args", {})}
+        self.annotations = [e for e in ev if e.get("cat") == "user_annotation"]
+
+    def ops(self):
+        return sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in self.gpu)
+
+    def window(self):
+        o = self.ops()
+        return o[0][0], max(e for _, e, _ in o)
+
+    def syncs(self):
+        out = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in self.calls if e["name"] in SYNC_NAMES]
+        pageable = {e["args"]["correlation"] for e in self.gpu
+                    if e["cat"] == "gpu_memcpy" and "Pageable" in e["name"] and "DtoH" in e["name"]}
+        out += [(ns(r["ts"]), ns(r["ts"] + r["dur"])) for c, r in self.by_corr.items() if c in pageable]
+        return out
+
+    def gaps(self):
+        """Device gaps with the idle_gaps cause rule, re-implemented: [(start, end, cause)]."""
+        syncs = self.syncs()
+        ops = self.ops()
+        busy_until = ops[0][1]
+        out = []
+        for s, end, e in ops[1:]:
+            if s > busy_until:
+                r = self.by_corr.get(e["args"].get("correlation"))
+                if any(a < s and b > busy_until for a, b in syncs):
+                    cause = "sync_wait"
+                elif r is not None and ns(r["ts"]) > busy_until:
+                    cause = "host_wait"
+                elif r is not None and s - busy_until < 30_000:
+                    cause = "kernel_wait"
+                else:
+                    cause = "other"
+                out.append((busy_until, s, cause))
+            busy_until = max(busy_until, end)
+        return out
+
+    def in_annotation(self, name):
+        """Runtime calls made inside the annotations called `name` (same thread), per instance."""
+        inst = [a for a in self.annotations if a["name"] == name]
+        return [[c for c in self.calls if c["tid"] == a["tid"] and ns(a["ts"]) <= ns(c["ts"]) < ns(a["ts"] + a["dur"])]
+                for a in inst]
+
+
+def union(iv):
+    out = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(u):
+    return sum(e - s for s, e in u)
+
+
+def intersect(a, b):
+    i = j = tot = 0
+    while i < len(a) and j < len(b):
+        tot += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tot
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """One store per fixture set, converted once for the module."""
+    import tracekit
+    from tracekit.store import Store
+
+    d = tmp_path_factory.mktemp("diag")
+    made = {}
+
+    def get(key, *paths):
+        if key not in made:
+            db = d / f"{key}.duckdb"
+            with Store(db) as st:
+                for p in paths:
+                    st.convert(need(p))
+            made[key] = tracekit.open(db)
+        return made[key]
+
+    yield get
+    for s in made.values():
+        s.close()
+
+
+def diag(store, **kw):
+    from tracekit.diagnose import diagnose
+
+    return diagnose(store, **kw)
+
+
+def one(d, code, **match):
+    fs = [f for f in d.findings if f.code == code and all(getattr(f, k) == v for k, v in match.items())]
+    assert len(fs) == 1, (code, match, [(f.code, f.subject, f.source_id) for f in d.findings])
+    return fs[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# decode at batch 1: launch-bound, with a per-step blocking copy
+
+
+def test_decode_b1_launch_bound(stores):
+    raw = Raw(DECODE_B1)
+    st = stores("b1", DECODE_B1)
+    d = diag(st)
+    w0, w1 = raw.window()
+    gaps = raw.gaps()
+    host_wait = sum(e - s for s, e, c in gaps if c == "host_wait")
+    f = one(d, "launch_bound", source_id=0)
+    assert f.severity == "high" and f.of_ns == w1 - w0
+    # ns rounding of float µs at a few hundred boundaries
+    assert abs(f.time_ns - host_wait) <= 2 * len(gaps)
+    assert f.share_pct == pytest.approx(100 * host_wait / (w1 - w0), abs=0.01)
+    assert f.share_pct > 80
+    short = sum(1 for k in raw.kernels if (r := raw.by_corr.get(k["args"].get("correlation"))) and k["dur"] < r["dur"])
+    assert abs(f.metrics["short_kernels"] - short) <= 3
+    assert f.metrics["short_pct"] > 90
+    # both phases are launch-bound on their own
+    assert {p: v["meets_rule"] for p, v in f.phases.items()} == {"decode_step": True, "prefill": True}
+    # the evidence is the views' rows, with a query that reproduces them
+    views = {e.view for e in f.evidence}
+    assert {"launch_summary", "idle_gaps"} <= views
+    ev = next(e for e in f.evidence if e.view == "launch_summary")
+    assert st.rows(ev.query)[0][ev.columns.index("launched")] == len(raw.kernels)
+    # and the GPU is mostly idle
+    lu = one(d, "low_utilization", source_id=0)
+    busy = length(union([(s, e) for s, e, _ in raw.ops()]))
+    assert abs(lu.time_ns - ((w1 - w0) - busy)) <= 2 * len(raw.gpu)
+    assert "launch_bound" in {x.code for x in d.findings} and "hot_kernel" not in {x.code for x in d.findings}
+
+
+def test_decode_b1_sync_stall_per_step(stores):
+    raw = Raw(DECODE_B1)
+    d = diag(stores("b1", DECODE_B1))
+    f = one(d, "sync_stall", source_id=0)
+    gaps = raw.gaps()
+    sync_wait = sum(e - s for s, e, c in gaps if c == "sync_wait")
+    assert abs(f.time_ns - sync_wait) <= 2 * len(gaps) and sync_wait > 0
+    # every synchronizing call of the trace: explicit syncs + the pageable DtoH copies (.cpu())
+    n_sync = sum(1 for c in raw.calls if c["name"] in SYNC_NAMES) + len(
+        [e for e in raw.gpu if e["cat"] == "gpu_memcpy" and "Pageable" in e["name"]])
+    assert f.metrics["calls"] == n_sync == 20
+    # one .cpu() round trip per step: each decode_step instance holds one pageable copy and one
+    # cudaStreamSynchronize
+    per_step = [sum(1 for c in calls if c["name"] in ("cudaStreamSynchronize", "cudaMemcpyAsync"))
+                for calls in raw.in_annotation("decode_step")]
+    assert per_step == [2] * 8
+    assert f.phases["decode_step"]["instances"] == 8
+    assert f.phases["decode_step"]["calls"] == sum(per_step)
+    assert f.phases["decode_step"]["per_instance"] == 2
+    assert "pageable_copy" in f.summary
+
+
+def test_phase_scope_decode_step(stores):
+    raw = Raw(DECODE_B1)
+    d = diag(stores("b1", DECODE_B1), phase="decode_step")
+    f = one(d, "launch_bound")
+    assert f.phase == "decode_step"
+    # the kernels launched inside the decode_step ranges, counted from the raw trace
+    calls = [c for inst in raw.in_annotation("decode_step") for c in inst]
+    corr = {c["args"].get("correlation") for c in calls}
+    kern = [k for k in raw.kernels if k["args"].get("correlation") in corr]
+    assert f.metrics["launched"] == len(kern) == 2808
+    assert f.metrics["launch_calls"] == sum(1 for c in calls if c["args"].get("correlation") in
+                                            {g["args"].get("correlation") for g in raw.gpu})
+    s = one(d, "sync_stall")
+    assert s.metrics["calls"] == 16  # 8 steps x (1 copy + 1 stream sync)
+
+
+# ----------------------------------------------------------------------------------------------
+# eager vs CUDA graphs in one capture
+
+
+def _graph_numbers(raw: Raw, phase: str):
+    """launch calls, kernels, host_wait idle (clipped to the union of instance windows) of a phase."""
+    insts = [a for a in raw.annotations if a["name"] == phase]
+    gpu_corr = defaultdict(list)
+    for e in raw.gpu:
+        gpu_corr[e["args"].get("correlation")].append(e)
+    launches, kernels, windows = 0, 0, []
+    for a, calls in zip(insts, raw.in_annotation(phase)):
+        ops = [g for c in calls for g in gpu_corr.get(c["args"].get("correlation"), [])]
+        launches += sum(1 for c in calls if gpu_corr.get(c["args"].get("correlation")))
+        kernels += sum(1 for g in ops if g["cat"] == "kernel")
+        end = max([ns(a["ts"] + a["dur"])] + [ns(g["ts"]) + ns(g["dur"]) for g in ops])
+        windows.append((ns(a["ts"]), end))
+    u = union(windows)
+    host = [[s, e] for s, e, c in raw.gaps() if c == "host_wait"]
+    return launches, kernels, length(u), intersect(u, host)
+
+
+def test_graphs_eager_launch_bound_graph_not(stores):
+    raw = Raw(GRAPHS)
+    st = stores("graphs", GRAPHS)
+    d = diag(st)
+    f = one(d, "launch_bound", source_id=0)
+    assert f.phases["eager_step"]["meets_rule"] is True
+    assert f.phases["graph_step"]["meets_rule"] is False
+    for phase, expect in (("eager_step", True), ("graph_step", False)):
+        launches, kernels, span, host_wait = _graph_numbers(raw, phase)
+        dp = diag(st, phase=phase)
+        assert ("launch_bound" in dp.codes()) is expect, (phase, dp.codes())
+        dev = dp.devices[0]
+        assert dev["kernels"] == kernels == 384
+        assert abs(dev["window_ns"] - span) <= 16
+        assert abs(dev["idle_ns"]["host_wait"] - host_wait) <= 2 * 400
+        assert abs(f.phases[phase]["host_wait_pct"] - 100 * host_wait / span) < 0.1
+        if expect:
+            lb = one(dp, "launch_bound")
+            assert lb.metrics["launch_calls"] == launches == 392  # 49 per eager step
+        else:
+            assert launches == 8  # one cudaGraphLaunch per replay
+
+
+def test_diff_eager_vs_graphs(stores):
+    from tracekit.diff import Side, diff
+
+    raw = Raw(GRAPHS)
+    st = stores("graphs", GRAPHS)
+    r = diff(Side(st, 0, "eager_step", "eager"), Side(st, 0, "graph_step", "graphs"))
+    s = {x["metric"]: x for x in r["summary"]}
+    le, ke, _, hwe = _graph_numbers(raw, "eager_step")
+    lg, kg, _, hwg = _graph_numbers(raw, "graph_step")
+    assert (s["launch_calls"]["base"], s["launch_calls"]["new"]) == (le, lg) == (392, 8)
+    assert s["graph_launches"]["new"] == 8
+    assert (s["kernels"]["base"], s["kernels"]["new"]) == (ke, kg)
+    # the launch-gap reduction, with numbers
+    assert abs(s["host_wait_ns"]["base"] - hwe) <= 800 and abs(s["host_wait_ns"]["new"] - hwg) <= 800
+    assert s["host_wait_ns"]["change_pct"] < -90
+    assert s["launch_calls_per_instance"]["base"] == 49 and s["launch_calls_per_instance"]["new"] == 1
+    # same kernels on both sides, by name and count
+    assert all(k["status"] in ("changed", "same") and k["base_count"] == k["new_count"] == 128
+               for k in r["kernels"])
+    f = {x["code"]: x for x in r["findings"]}
+    assert f["launch_bound"]["status"] == "resolved"
+
+
+# ----------------------------------------------------------------------------------------------
+# two-rank DDP
+
+
+def test_ddp_rank_imbalance_and_overlap(stores):
+    raws = [Raw(p) for p in DDP]
+    st = stores("ddp", *DDP)
+    d = diag(st)
+    arrivals = defaultdict(dict)
+    windows = {}
+    for sid, t in enumerate(raws):
+        rank, base = t.raw["distributedInfo"]["rank"], t.raw["baseTimeNanoseconds"]
+        w0, w1 = t.window()
+        windows[rank] = (sid, w1 - w0)
+        seen = defaultdict(int)
+        for e in sorted((e for e in t.kernels if "nccl" in e["name"].lower()), key=lambda e: e["ts"]):
+            seen[e["name"]] += 1
+            arrivals[(e["name"], seen[e["name"]])][rank] = ns(e["ts"]) + base
+    wait = defaultdict(int)
+    slowest = defaultdict(int)
+    for a in arrivals.values():
+        last = max(a.values())
+        for r, t in a.items():
+            wait[r] += last - t
+        slowest[max(a, key=lambda r: (a[r], r))] += 1
+    waiter = max(wait, key=lambda r: wait[r] / windows[r][1])
+    f = one(d, "rank_imbalance")
+    assert f.metrics["waiting_rank"] == waiter == 1
+    assert abs(f.time_ns - wait[waiter]) <= 2 * len(arrivals)
+    assert f.source_id == windows[waiter][0]
+    assert f.share_pct == pytest.approx(100 * wait[waiter] / windows[waiter][1], abs=0.01)
+    assert f.metrics["slowest_rank"] == max(slowest, key=slowest.get) == 0
+    assert f.metrics["times_slowest"] == slowest[0] == 8
+    # the same numbers as the view
+    v = st.rows("select rank, sum(wait_ns) from rank_imbalance group by rank")
+    assert dict(v)[1] == f.time_ns
+    # low_overlap on rank 1: exposed communication = comm union minus its overlap with compute
+    t = raws[1]
+    comm = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in t.kernels if "nccl" in e["name"].lower()])
+    comp = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in t.kernels if "nccl" not in e["name"].lower()])
+    lo = one(d, "low_overlap", source_id=1)
+    exposed = length(comm) - intersect(comm, comp)
+    assert abs(lo.time_ns - exposed) <= 2 * len(comm) + 2 * len(comp)
+    assert lo.metrics["overlap_pct"] == pytest.approx(100 * intersect(comm, comp) / length(comm), abs=0.01)
+    assert st.one("select exposed_ns from overlap where source_id = 1 and kind = 'comm'") == lo.time_ns
+    assert lo.metrics["wait_ns"] == f.time_ns  # most of it is waiting for rank 0
+    assert "rank imbalance" in lo.remedy
+    # rank 0, the slow one, is itself launch-bound (its CPU is late, rank 1 waits)
+    assert "launch_bound" in d.codes(0) and "launch_bound" not in d.codes(1)
+    # NCCL kernels are never a hot_kernel, though 84 % of rank 1's kernel time
+    assert "hot_kernel" not in d.codes(1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Nsight Compute: GEMV vs GEMM
+
+
+def _ncu_raw_bounds():
+    """The SOLBottleneck rule applied here to the raw page: {kernel base name: bound}."""
+    rows = list(csv.reader(need(NCU_RAW).open(newline="")))
+    h = rows[0]
+    col = {k: h.index(k) for k in ("Kernel Name", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                                  "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                                  "launch__waves_per_multiprocessor")}
+    out = {}
+    for r in rows[2:]:
+        sm = float(r[col["sm__throughput.avg.pct_of_peak_sustained_elapsed"]])
+        mem = float(r[col["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"]])
+        if sm >= 80 or mem >= 80:
+            b = "memory" if mem > sm else "compute"
+        elif sm < 60 and mem < 60:
+            b = "latency"
+        elif abs(sm - mem) >= 10:
+            b = "memory" if mem > sm else "compute"
+        else:
+            b = "balanced"
+        name = r[col["Kernel Name"]]
+        base = re.sub(r"<.*", "", name.split("(")[0]).split("::")[-1].split()[-1]
+        out.setdefault(base, set()).add(b)
+    return {k: v.pop() for k, v in out.items() if len(v) == 1}
+
+
+@pytest.mark.parametrize("ncu", [NCU_RAW, NCU_DETAILS])
+def test_ncu_gemv_vs_gemm(stores, ncu):
+    st = stores(f"mm_{ncu.stem}", NSYS_MATMUL, ncu)
+    if st.one("select count(*) from duckdb_views() where view_name = 'kernel_bounds'") == 0:
+        pytest.skip("kernel_bounds view not present")
+    want = _ncu_raw_bounds()
+    gemm, gemv = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_splitK_NNT"
+    assert want[gemm] == "compute" and want[gemv] in ("memory", "latency")
+    d = diag(st)
+    got = {f.subject: f.code for f in d.findings if f.code.endswith("_bound") and f.subject}
+    assert got[gemm] == "compute_bound"
+    assert got[gemv] == f"{want[gemv]}_bound"
+    gv = one(d, got[gemv], subject=gemv)
+    assert gv.metrics["bound_reason"] == "small grid"  # 0.97 waves on 132 SMs
+    assert "one wave" in gv.remedy
+    # hot kernel: the GEMM's share of kernel time, from the nsys SQLite itself
+    con = sqlite3.connect(need(NSYS_MATMUL))
+    rows = con.execute("select s.value, k.end - k.start from CUPTI_ACTIVITY_KIND_KERNEL k "
+                       "join StringIds s on s.id = k.demangledName").fetchall()
+    con.close()
+    total = sum(r[1] for r in rows)
+    gemm_ns = sum(r[1] for r in rows if r[0] == gemm)
+    hk = one(d, "hot_kernel", source_id=0)
+    assert hk.subject == gemm and hk.time_ns == gemm_ns
+    assert hk.metrics["time_pct"] == pytest.approx(100 * gemm_ns / total)
+    assert hk.metrics["time_pct"] > 80
+
+
+def test_ncu_only_store(stores):
+    st = stores("ncu_only", NCU_DETAILS)
+    if st.one("select count(*) from duckdb_views() where view_name = 'kernel_bounds'") == 0:
+        pytest.skip("kernel_bounds view not present")
+    d = diag(st)
+    got = {f.subject: f for f in d.findings}
+    g = got["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]
+    assert g.code == "compute_bound" and g.of == "ncu-profiled time"
+    rows = list(csv.reader(need(NCU_RAW).open(newline="")))
+    h = rows[0]
+    dur = [(r[h.index("Kernel Name")], float(r[h.index("gpu__time_duration.sum")])) for r in rows[2:]]
+    share = 100 * sum(t for n, t in dur if n.startswith("nvjet_sm90_tst_256")) / sum(t for _, t in dur)
+    assert g.share_pct == pytest.approx(share, abs=0.5)  # details page rounds µs
+
+
+# ----------------------------------------------------------------------------------------------
+# diff of two captures, thresholds, no GPU data
+
+
+def test_diff_decode_b1_vs_b32(stores):
+    from tracekit.diff import Side, diff
+
+    r1, r32 = Raw(DECODE_B1), Raw(DECODE_B32)
+    b1, b32 = stores("b1", DECODE_B1), stores("b32", DECODE_B32)
+    r = diff(Side(b1, 0, None, "b1"), Side(b32, 0, None, "b32"))
+    s = {x["metric"]: x for x in r["summary"]}
+    k1 = sum(ns(k["dur"]) for k in r1.kernels)
+    k32 = sum(ns(k["dur"]) for k in r32.kernels)
+    assert abs(s["kernel_ns"]["base"] - k1) <= len(r1.kernels) and abs(s["kernel_ns"]["new"] - k32) <= len(r32.kernels)
+    assert s["kernel_ns"]["change"] > 0 and k32 > 1.3 * k1  # 32 tokens a step cost more GPU time
+    assert (s["kernels"]["base"], s["kernels"]["new"]) == (len(r1.kernels), len(r32.kernels))
+    # cuBLAS picks other GEMM kernels for 32 rows: names only in one capture are new / vanished
+    simple = lambda t: {k["name"] for k in t.kernels if k["name"].startswith("nvjet_")}  # noqa: E731
+    kern = {k["short_name"]: k for k in r["kernels"]}
+    for name in simple(r1) - simple(r32):
+        assert kern[name]["status"] == "vanished"
+        assert kern[name]["base_count"] == sum(1 for k in r1.kernels if k["name"] == name)
+    for name in simple(r32) - simple(r1):
+        assert kern[name]["status"] == "new"
+    assert "nvjet_sm90_tst_8x64_64x16_2x1_v_bz_TNN" in simple(r1) - simple(r32)
+    ph = {p["phase"]: p for p in r["phases"]}
+    assert ph["decode_step"]["base_instances"] == ph["decode_step"]["new_instances"] == 8
+    f = {x["code"]: x for x in r["findings"]}
+    assert f["launch_bound"]["base_severity"] == f["launch_bound"]["new_severity"] == "high"
+
+
+def test_thresholds_override_and_view_params(stores):
+    raw = Raw(DECODE_B1)
+    st = stores("b1", DECODE_B1)
+    assert "transfer_bound" not in diag(st).codes()
+    # a tiny threshold makes transfer_bound fire; its time is the memcpy time not under compute
+    f = one(diag(st, thresholds={"transfer_pct": 0.001}), "transfer_bound")
+    cp = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.gpu if e["cat"] == "gpu_memcpy"])
+    kn = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.kernels])
+    assert abs(f.time_ns - (length(cp) - intersect(cp, kn))) <= 2 * len(cp)
+    assert "launch_bound" not in diag(st, thresholds={"launch_wait_pct": 99.9}).codes()
+    assert diag(st, thresholds={"launch_short_pct": 100}).find("host_bound")
+    # a view parameter: kernel_wait_ns = 0 turns every kernel_wait gap into 'other'
+    d = diag(st, thresholds={"kernel_wait_ns": 0})
+    lu = one(d, "low_utilization")
+    assert lu.metrics["kernel_wait_ns"] == 0 and lu.metrics["other_ns"] > 0
+    from tracekit.diagnose import DiagnoseError, parse_thresholds
+
+    with pytest.raises(DiagnoseError, match="no such threshold"):
+        parse_thresholds(["nope=1"])
+    with pytest.raises(DiagnoseError, match="NAME=VALUE"):
+        parse_thresholds(["launch_wait_pct"])
+
+
+def test_no_gpu_data(stores):
+    st = stores("under_nsys", UNDER_NSYS)
+    d = diag(st)
+    assert [f.code for f in d.findings] == ["no_gpu_data"] and d.findings[0].severity == "info"
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+
+
+def test_cli_diagnose_formats(stores, tmp_path):
+    from tracekit.cli import main
+
+    st = stores("b1", DECODE_B1)
+    db = st.path
+    runner = CliRunner()
+    r = runner.invoke(main, ["diagnose", "--db", db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    codes = {f["code"] for f in data["findings"]}
+    assert {"launch_bound", "sync_stall", "low_utilization"} <= codes
+    lb = next(f for f in data["findings"] if f["code"] == "launch_bound")
+    assert lb["evidence"][0]["rows"] and lb["remedy"].endswith(".")
+    assert data["thresholds"]["launch_wait_pct"] == 25
+    r = runner.invoke(main, ["diagnose", "--db", db])
+    assert r.exit_code == 0 and "launch_bound" in r.output and "remedy:" in r.output
+    r = runner.invoke(main, ["diagnose", "--db", db, "--format", "markdown", "-o", str(tmp_path / "d.md")])
+    assert r.exit_code == 0 and "`launch_bound`" in (tmp_path / "d.md").read_text()
+    r = runner.invoke(main, ["diagnose", "--db", db, "--fail-on", "high", "--format", "json"])
+    assert r.exit_code == 1
+    r = runner.invoke(main, ["diagnose", "--db", db, "--threshold", "bogus=1"])
+    assert r.exit_code == 2 and "no such threshold" in r.output and len(r.output.strip().splitlines()) == 1
+    r = runner.invoke(main, ["diagnose", "--db", db, "--phase", "nope"])
+    assert r.exit_code == 2 and "decode_step" in r.output
+    r = runner.invoke(main, ["diagnose", "--db", db, "--source", "7"])
+    assert r.exit_code == 2 and "no source 7" in r.output
+
+
+def test_cli_diff(stores):
+    from tracekit.cli import main
+
+    g = stores("graphs", GRAPHS).path
+    r = CliRunner().invoke(main, ["diff", g, "--base-phase", "eager_step", "--new-phase", "graph_step"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"launch calls\s+392\s+8\s+-384", r.output)
+    assert re.search(r"launch_bound\s+resolved", r.output)
+    r = CliRunner().invoke(main, ["diff", g])
+    assert r.exit_code == 2 and "same source" in r.output
+    b1, b32 = stores("b1", DECODE_B1).path, stores("b32", DECODE_B32).path
+    r = CliRunner().invoke(main, ["diff", b1, b32, "--format", "json"])
+    assert r.exit_code == 0
+    assert any(k["status"] == "vanished" for k in json.loads(r.output)["kernels"])
+
+
+def test_thresholds_documented():
+    from tracekit.cli import main
+    from tracekit.diagnose import CODES, THRESHOLDS
+
+    doc = (REPO / "docs" / "diagnose.md").read_text()
+    help_text = CliRunner().invoke(main, ["diagnose", "--help"]).output
+    for name, t in THRESHOLDS.items():
+        assert re.search(rf"`{name}`\s*\|\s*{t.default:g}\s*\|", doc), name
+        assert name in help_text
+    for code in CODES:
+        assert f"`{code}`" in doc, code
+
+
+# ----------------------------------------------------------------------------------------------
+# the HTML report, rendered by a real browser
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    pytest.skip("no headless Chromium (apt-get install chromium)")
+
+
+def _browser(args, tmp_path):
+    exe = _chromium()
+    prof = tmp_path / "profile"
+    prof.mkdir(exist_ok=True)
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+           "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={prof}", "--virtual-time-budget=20000",
+           *args]
+    return subprocess.run(cmd, capture_output=True, timeout=180)
+
+
+def test_html_report_renders_in_chromium(stores, tmp_path):
+    pytest.importorskip("plotly")
+    from tracekit.cli import main
+
+    st = stores("mix", GRAPHS, NSYS_MATMUL, NCU_RAW)
+    out = tmp_path / "report.html"
+    r = CliRunner().invoke(main, ["diagnose", "--db", st.path, "--format", "html", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    # self-contained: no script, style or image is loaded from elsewhere (outside the inline scripts,
+    # whose JS holds URL strings of its own), and the browser below resolves no host name at all
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", markup)
+    assert "<script src" not in markup and "<link" not in markup
+    dom = _browser(["--dump-dom", out.as_uri()], tmp_path).stdout.decode("utf-8", "replace")
+    plots = re.findall(r'<div class="tk-plot" data-plot="([a-z_]+)">(.*?)(?=<div class="tk-plot"|<h2>|<div class="meta")',
+                       dom, re.S)
+    kinds = [k for k, _ in plots]
+    # 2 timeline sources x (utilization, top kernels, gap histogram, phases) + the ncu roofline
+    assert sorted(kinds) == sorted(["utilization", "top_kernels", "gap_histogram", "phases"] * 2 + ["roofline"])
+    for kind, body in plots:  # each plot was drawn by plotly.js: an SVG with its data traces
+        assert 'class="main-svg"' in body, kind
+        assert re.search(r'class="(trace|bars|scatterlayer)', body), kind
+    assert "launch_bound" in dom and "compute_bound" in dom
+    png = tmp_path / "report.png"
+    _browser([f"--screenshot={png}", "--window-size=1300,3000", out.as_uri()], tmp_path)
+    assert png.exists() and png.stat().st_size > 50_000
+
+
+def test_html_report_needs_plotly(stores, tmp_path, monkeypatch):
+    import sys
+
+    from tracekit.cli import main
+
+    monkeypatch.setitem(sys.modules, "plotly", None)
+    st = stores("b1", DECODE_B1)
+    r = CliRunner().invoke(main, ["diagnose", "--db", st.path, "--format", "html", "-o", str(tmp_path / "r.html")])
+    assert r.exit_code == 2
+    assert r.output.strip() == "tracekit: error: the HTML report needs plotly: pip install 'tracekit[report]'"

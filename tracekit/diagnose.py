@@ -1,0 +1,1092 @@
+"""`tracekit diagnose`: the GPU profiling decision tree, automated, each finding with its evidence.
+
+The tree (a GPU engineer's usual path through a capture)::
+
+    is the GPU busy?                                     gpu_utilization, idle_gaps
+      low  -> low_utilization, explained by the cause of the idle time:
+              GPU waits for launches, kernels short      -> launch_bound   (CUDA graphs / fusion)
+              GPU waits for the CPU, kernels long        -> host_bound     (host work on the critical path)
+              host blocked in synchronizing calls        -> sync_stall     (remove .item() / .cpu())
+      hot kernel (one kernel >= hot_kernel_pct of kernel time) -> hot_kernel (profile it with ncu)
+      ncu results of a kernel, by ncu's Speed-of-Light rule (kernel_bounds / hotspots_bound):
+              DRAM/memory saturated -> memory_bound; SM saturated -> compute_bound;
+              neither -> latency_bound (grid too small, occupancy, stalls)
+      memcpy time not hidden under compute               -> transfer_bound
+      communication not hidden under compute             -> low_overlap
+      ranks arrive late at collectives, others wait      -> rank_imbalance
+    a trace without GPU activity                         -> no_gpu_data
+
+Every number comes from the SQL views of ``sql/`` (the logic here only compares them with the
+thresholds), and every finding carries the rows it came from (``evidence``: the view, the exact
+query — runnable with ``tracekit sql`` — and its rows).
+
+A finding's ``share_pct`` is the time at stake (``time_ns``) as a share of ``of_ns``: the GPU
+window of the device (first op start to last op end; for a phase, the union of its instance
+windows), so findings of one device compare on one scale. ``severity``: 'high' when
+share_pct >= sev_high_pct, 'medium' when >= sev_medium_pct, else 'low'; 'info' for notes.
+
+Scopes: every finding names its source (and device). ``diagnose(..., phase=NAME)`` diagnoses only
+the time inside the instances of a phase (an NVTX range or record_function name, '#N' suffixes
+dropped): its window is the union of the instance windows (`phase_idle`), its kernels those
+launched inside it (`phase_ops`). Without it, launch_bound and low_utilization also say, per phase,
+whether the phase itself meets the rule (``phases``).
+
+Thresholds (``THRESHOLDS``; ``--threshold NAME=VALUE`` overrides; the ones marked "view
+parameter" are DuckDB variables read by the views and are set on the connection) are listed in
+``THRESHOLDS`` below and in docs/diagnose.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+
+# --------------------------------------------------------------------------------------------
+# thresholds
+
+
+@dataclass(frozen=True)
+class Threshold:
+    default: float
+    doc: str
+    view_param: bool = False  # a DuckDB variable read by a view (set on the connection)
+
+
+THRESHOLDS: dict[str, Threshold] = {
+    "util_low_pct": Threshold(
+        50, "low_utilization when the GPU is busy less than this % of its window"),
+    "launch_wait_pct": Threshold(
+        25, "launch_bound / host_bound when idle gaps of cause host_wait (the GPU waited for the "
+            "CPU to launch) cover at least this % of the window"),
+    "launch_short_pct": Threshold(
+        50, "... launch_bound (rather than host_bound) when at least this % of the launched kernels "
+            "ran shorter than their launch call (launch_summary.short_pct)"),
+    "sync_wait_pct": Threshold(
+        1, "sync_stall when idle gaps of cause sync_wait (host blocked in a synchronizing call) "
+           "cover at least this % of the window ..."),
+    "sync_host_pct": Threshold(
+        10, "... or the host threads are blocked in synchronizing calls for at least this % of the "
+            "source's span (sync_stalls.share_pct)"),
+    "transfer_pct": Threshold(
+        10, "transfer_bound when memcpy time not overlapped by compute (overlap.exposed_ns of "
+            "kind memcpy) is at least this % of the window"),
+    "hot_kernel_pct": Threshold(
+        80, "hot_kernel when one kernel name (not a collective) has at least this % of the "
+            "source's kernel time (hotspots.time_pct)"),
+    "bound_min_pct": Threshold(
+        1, "memory_bound / compute_bound / latency_bound only for ncu-profiled kernels with at "
+           "least this % of the kernel time"),
+    "overlap_low_pct": Threshold(
+        50, "low_overlap when less than this % of the communication time overlaps compute ..."),
+    "overlap_min_pct": Threshold(
+        1, "... and the exposed communication time is at least this % of the window"),
+    "imbalance_pct": Threshold(
+        5, "rank_imbalance when a rank's kernels wait for later ranks in collectives "
+           "(rank_imbalance.wait_ns) for at least this % of its window"),
+    "sev_high_pct": Threshold(25, "severity 'high' when the share at stake is at least this %"),
+    "sev_medium_pct": Threshold(5, "severity 'medium' when at least this % (else 'low')"),
+    "kernel_wait_ns": Threshold(
+        30000, "view parameter of idle_gaps: gaps shorter than this after an already launched "
+               "op are kernel_wait", view_param=True),
+    "tiny_kernel_ns": Threshold(
+        10000, "view parameter of launch_summary: kernels shorter than this are tiny", view_param=True),
+    "bound_high_pct": Threshold(80, "view parameter of kernel_bounds (ncu's SOL 'high throughput')",
+                                view_param=True),
+    "bound_low_pct": Threshold(60, "view parameter of kernel_bounds (both SOL units below: latency)",
+                               view_param=True),
+    "bound_gap_pct": Threshold(10, "view parameter of kernel_bounds (SOL difference for a verdict)",
+                               view_param=True),
+    "bound_waves": Threshold(1, "view parameter of kernel_bounds (fewer waves: 'small grid')",
+                             view_param=True),
+}
+
+CODES = {
+    "low_utilization": "The GPU sits idle most of the time",
+    "launch_bound": "The GPU waits for the CPU to launch many short kernels",
+    "host_bound": "The GPU waits for the CPU between kernels",
+    "sync_stall": "The host blocks in synchronizing calls and the GPU drains",
+    "transfer_bound": "Memory copies take GPU time that compute does not hide",
+    "hot_kernel": "One kernel takes most of the GPU time",
+    "memory_bound": "An ncu-profiled kernel is memory-bound",
+    "compute_bound": "An ncu-profiled kernel is compute-bound",
+    "latency_bound": "An ncu-profiled kernel is latency-bound: neither memory nor compute is busy",
+    "low_overlap": "Communication is not overlapped with compute",
+    "rank_imbalance": "Ranks arrive at collectives at different times; the others wait",
+    "no_gpu_data": "The trace has no GPU activity",
+}
+
+REMEDIES = {
+    "launch_bound": "Launch less often: capture the repeated step in a CUDA graph (torch.cuda.CUDAGraph, "
+                    "torch.compile mode='reduce-overhead') or fuse the small kernels (torch.compile, "
+                    "fused ops) so one launch does the work of many.",
+    "host_bound": "Take the host work off the critical path: profile the CPU side between the kernels "
+                  "(data loading, Python, logging) and move it to DataLoader workers, pinned memory "
+                  "and background threads.",
+    "sync_stall": "Remove the implicit host syncs in the loop (.item(), .cpu(), print(tensor), "
+                  "copies into pageable memory): keep values on the GPU, copy with non_blocking=True "
+                  "into pinned memory, or sync once every N steps.",
+    "transfer_bound": "Hide or avoid the copies: keep data resident on the GPU, use pinned host "
+                      "memory with non_blocking=True, and overlap copies with compute on a side stream.",
+    "hot_kernel": "Profile this kernel with Nsight Compute (ncu --kernel-name regex:NAME --launch-count 1 "
+                  "--set full) to learn whether it is memory-, compute- or latency-bound.",
+    "memory_bound": "Move fewer bytes: fuse it with its neighbours, make accesses coalesced and "
+                    "vectorized, use a lower precision or a larger batch to raise arithmetic intensity.",
+    "compute_bound": "Do the math faster: use tensor cores (bf16/fp8 with aligned shapes), better tiling, "
+                     "or less work (an algorithmic change).",
+    "latency_bound": "Give the SMs more parallel work: more blocks (split-K, smaller tiles, batch the "
+                     "calls), higher occupancy (block size, launch bounds, registers), fewer stalls.",
+    "latency_bound:small grid": "The grid fills less than one wave of the GPU: launch more blocks "
+                                "(split-K, smaller tiles) or batch several calls into one launch.",
+    "low_overlap": "Overlap communication with compute: launch collectives while independent compute "
+                   "runs (DDP bucket_cap_mb, FSDP prefetch, async collectives on a side stream).",
+    "low_overlap:waiting": "Most exposed communication time is waiting for other ranks: fix the "
+                           "rank imbalance first, then overlap the rest with compute.",
+    "rank_imbalance": "Balance the work across ranks: look at what the slowest rank does before each "
+                      "collective (uneven batches or sequence lengths, data loading, host overhead).",
+    "low_utilization": "Find what the GPU waits for and fix that first (the findings below say which).",
+    "no_gpu_data": "Capture GPU activity: torch.profiler with activities=[CPU, CUDA] (under nsys "
+                   "torch.profiler cannot get CUPTI: take the GPU side from the nsys capture).",
+}
+
+SEVERITIES = ("high", "medium", "low", "info")
+COMM_PATTERN = ("nccl", "rccl")
+
+
+class DiagnoseError(Exception):
+    pass
+
+
+def parse_thresholds(items) -> dict[str, float]:
+    """['name=value', ...] -> {name: value}; unknown names or bad values raise DiagnoseError."""
+    out = {}
+    for it in items or ():
+        name, sep, value = it.partition("=")
+        name = name.strip()
+        if not sep:
+            raise DiagnoseError(f"--threshold {it!r}: expected NAME=VALUE")
+        if name not in THRESHOLDS:
+            raise DiagnoseError(f"--threshold {name!r}: no such threshold; known: {', '.join(THRESHOLDS)}")
+        try:
+            v = float(value)
+        except ValueError:
+            raise DiagnoseError(f"--threshold {it!r}: VALUE must be a number") from None
+        if not math.isfinite(v):
+            raise DiagnoseError(f"--threshold {it!r}: VALUE must be finite")
+        out[name] = v
+    return out
+
+
+def thresholds_help() -> str:
+    w = max(len(n) for n in THRESHOLDS)
+    return "\n".join(f"{n.ljust(w)}  {t.default:g}  {t.doc}" for n, t in THRESHOLDS.items())
+
+
+# --------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class Evidence:
+    view: str
+    query: str
+    columns: list[str]
+    rows: list[list[Any]]
+    total_rows: int
+
+    def to_dict(self) -> dict:
+        return {"view": self.view, "query": self.query, "columns": self.columns, "rows": self.rows,
+                "total_rows": self.total_rows}
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str
+    share_pct: float | None
+    time_ns: int | None
+    of_ns: int | None
+    of: str
+    source_id: int | None
+    device_id: int | None
+    phase: str | None
+    summary: str
+    remedy: str
+    subject: str | None = None  # the kernel / job the finding is about
+    metrics: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, dict[str, Any]] | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return CODES.get(self.code, self.code)
+
+    @property
+    def key(self) -> tuple:
+        """Identity across two diagnoses (for diff): code + what it is about."""
+        return (self.code, self.device_id, self.phase, self.subject)
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code, "severity": self.severity, "title": self.title,
+            "share_pct": _round(self.share_pct), "time_ns": self.time_ns, "of_ns": self.of_ns,
+            "of": self.of, "source_id": self.source_id, "device_id": self.device_id,
+            "phase": self.phase, "subject": self.subject, "summary": self.summary,
+            "remedy": self.remedy, "metrics": {k: _round(v) for k, v in self.metrics.items()},
+            "phases": self.phases, "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass
+class Diagnosis:
+    db: str
+    thresholds: dict[str, float]
+    phase: str | None
+    sources: list[dict[str, Any]]
+    devices: list[dict[str, Any]]
+    findings: list[Finding]
+
+    def to_dict(self) -> dict:
+        return {
+            "tracekit_version": __version__, "db": self.db, "phase": self.phase,
+            "thresholds": self.thresholds, "sources": self.sources, "devices": self.devices,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+    def codes(self, source_id: int | None = None) -> set[str]:
+        return {f.code for f in self.findings if source_id is None or f.source_id == source_id}
+
+    def find(self, code: str, source_id: int | None = None) -> list[Finding]:
+        return [f for f in self.findings
+                if f.code == code and (source_id is None or f.source_id == source_id)]
+
+
+def _round(v):
+    if isinstance(v, float):
+        return round(v, 4)
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def lit(v) -> str:
+    """A SQL literal for the evidence queries (so they can be pasted into `tracekit sql`)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return "?"
+    ns = float(ns)
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def fmt_pct(p) -> str:
+    if p is None:
+        return "?"
+    return f"{p:.1f} %" if abs(p) >= 0.1 or p == 0 else f"{p:.2g} %"
+
+
+def _jsonable(v):
+    import datetime
+    import decimal
+
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (datetime.date, datetime.datetime)):
+        return v.isoformat()
+    return v
+
+
+class _Q:
+    """Query helper over a Store: dict rows, evidence capture, view availability."""
+
+    def __init__(self, store, evidence_rows: int = 20):
+        self.store = store
+        self.evidence_rows = evidence_rows
+        self.views = {r[0] for r in store.rows(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal")}
+        self._cache: dict[str, tuple[list[str], list[tuple]]] = {}
+
+    def has(self, view: str) -> bool:
+        return view in self.views
+
+    def run(self, query: str) -> tuple[list[str], list[tuple]]:
+        if query not in self._cache:
+            rel = self.store.sql(query)
+            self._cache[query] = (list(rel.columns), rel.fetchall())
+        return self._cache[query]
+
+    def dicts(self, query: str) -> list[dict]:
+        cols, rows = self.run(query)
+        return [dict(zip(cols, (_jsonable(v) for v in r))) for r in rows]
+
+    def one(self, query: str) -> dict | None:
+        d = self.dicts(query)
+        return d[0] if d else None
+
+    def evidence(self, view: str, query: str, limit: int | None = None) -> Evidence:
+        cols, rows = self.run(query)
+        n = limit or self.evidence_rows
+        return Evidence(view, " ".join(query.split()), cols,
+                        [[_jsonable(v) for v in r] for r in rows[:n]], len(rows))
+
+
+def _severity(share: float | None, th: dict[str, float]) -> str:
+    if share is None:
+        return "info"
+    if share >= th["sev_high_pct"]:
+        return "high"
+    if share >= th["sev_medium_pct"]:
+        return "medium"
+    return "low"
+
+
+def _pct(a, b) -> float | None:
+    if a is None or not b:
+        return None
+    return 100.0 * a / b
+
+
+def _is_comm(name: str | None) -> bool:
+    n = (name or "").lower()
+    return any(p in n for p in COMM_PATTERN)
+
+
+# --------------------------------------------------------------------------------------------
+# the scopes: what the rules look at
+
+
+@dataclass
+class Scope:
+    """One device of one source (phase None), or the time of one phase on one device."""
+    source_id: int
+    device_id: int
+    phase: str | None
+    window_ns: int
+    busy_ns: int
+    idle: dict[str, int]            # cause -> ns (host_wait, sync_wait, kernel_wait, other, outside)
+    gaps: dict[str, tuple[int, float | None]]  # cause -> (count, median ns); source scopes only
+    kernels: int
+    launched: int
+    short_kernels: int
+    kernel_ns: int
+    memcpy_ns: int
+    exposed_memcpy_ns: int | None
+    launch_calls: int | None
+    graph_launches: int | None
+    med_kernel_ns: float | None = None
+    med_latency_ns: float | None = None
+    instances: int | None = None
+    category: str | None = None
+
+    @property
+    def utilization_pct(self):
+        return _pct(self.busy_ns, self.window_ns)
+
+    @property
+    def short_pct(self):
+        return _pct(self.short_kernels, self.launched)
+
+    @property
+    def idle_ns(self):
+        return self.window_ns - self.busy_ns
+
+
+def _source_scopes(q: _Q, sid: int) -> list[Scope]:
+    out = []
+    for u in q.dicts(f"SELECT * FROM gpu_utilization WHERE source_id = {sid} ORDER BY device_id"):
+        dev = u["device_id"]
+        gaps = q.dicts(f"SELECT cause, count(*) AS n, sum(dur_ns)::BIGINT AS ns, median(dur_ns) AS med "
+                       f"FROM idle_gaps WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev} "
+                       f"GROUP BY cause")
+        ls = q.one(f"SELECT * FROM launch_summary WHERE source_id = {sid} AND device_id = {dev}") or {}
+        ov = q.one(f"SELECT * FROM overlap WHERE source_id = {sid} AND device_id = {dev} AND kind = 'memcpy'")
+        idle = {c: 0 for c in ("host_wait", "sync_wait", "kernel_wait", "other", "outside")}
+        idle.update({g["cause"]: int(g["ns"]) for g in gaps})
+        out.append(Scope(
+            source_id=sid, device_id=dev, phase=None, window_ns=u["window_ns"], busy_ns=u["busy_ns"],
+            idle=idle, gaps={g["cause"]: (g["n"], g["med"]) for g in gaps},
+            kernels=ls.get("kernels") or 0, launched=ls.get("launched") or 0,
+            short_kernels=ls.get("short_kernels") or 0, kernel_ns=u["kernel_ns"] or 0,
+            memcpy_ns=u["memcpy_ns"] or 0, exposed_memcpy_ns=ov["exposed_ns"] if ov else None,
+            launch_calls=None, graph_launches=ls.get("graph_launches"),
+            med_kernel_ns=ls.get("med_kernel_ns"), med_latency_ns=ls.get("med_latency_ns")))
+    return out
+
+
+def _phase_scope(r: dict) -> Scope:
+    return Scope(
+        source_id=r["source_id"], device_id=r["device_id"], phase=r["phase"], window_ns=r["span_ns"],
+        busy_ns=r["busy_ns"],
+        idle={c: r[f"{c}_ns"] for c in ("host_wait", "sync_wait", "kernel_wait", "other", "outside")},
+        gaps={}, kernels=r["kernels"] or 0, launched=r["kernels"] or 0,
+        short_kernels=r["short_kernels"] or 0, kernel_ns=r["kernel_ns"] or 0,
+        memcpy_ns=r["memcpy_ns"] or 0, exposed_memcpy_ns=None, launch_calls=r["launch_calls"],
+        graph_launches=r["graph_launches"], instances=r["instances"], category=r["category"])
+
+
+def _phase_rows(q: _Q, sid: int, phase: str | None = None, device: int | None = None) -> list[dict]:
+    if not q.has("phase_idle"):
+        return []
+    cond = [f"source_id = {sid}"]
+    if phase is not None:
+        cond.append(f"phase = {lit(phase)}")
+    if device is not None:
+        cond.append(f"device_id = {device}")
+    return q.dicts(f"SELECT * FROM phase_idle WHERE {' AND '.join(cond)} ORDER BY span_ns DESC, phase")
+
+
+# --------------------------------------------------------------------------------------------
+# the rules
+
+
+class _Rules:
+    def __init__(self, q: _Q, th: dict[str, float]):
+        self.q = q
+        self.th = th
+
+    def finding(self, code, share, time_ns, of_ns, scope: Scope | None, summary, remedy_key=None,
+                of="GPU window", **kw) -> Finding:
+        return Finding(
+            code=code, severity=_severity(share, self.th) if code != "no_gpu_data" else "info",
+            share_pct=share, time_ns=None if time_ns is None else int(time_ns),
+            of_ns=None if of_ns is None else int(of_ns), of=of,
+            source_id=kw.pop("source_id", scope.source_id if scope else None),
+            device_id=kw.pop("device_id", scope.device_id if scope else None),
+            phase=kw.pop("phase", scope.phase if scope else None),
+            summary=summary, remedy=REMEDIES[remedy_key or code], **kw)
+
+    # -- where is the scope's time spent -----------------------------------------------------
+    def _where(self, s: Scope) -> str:
+        if s.phase is None:
+            return f"source_id = {s.source_id} AND device_id = {s.device_id}"
+        return f"source_id = {s.source_id} AND device_id = {s.device_id} AND phase = {lit(s.phase)}"
+
+    def _gap_evidence(self, s: Scope, cause: str) -> Evidence:
+        if s.phase is None:
+            return self.q.evidence("idle_gaps", f"""
+                SELECT start_ns, end_ns, dur_ns, cause, before_name, after_name, after_api, launch_lag_ns
+                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)} AND cause = {lit(cause)}
+                ORDER BY dur_ns DESC LIMIT 10""")
+        return self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")
+
+    def _phase_verdicts(self, s: Scope, test) -> dict[str, dict] | None:
+        if s.phase is not None:
+            return None
+        rows = _phase_rows(self.q, s.source_id, device=s.device_id)
+        if not rows:
+            return None
+        out = {}
+        for r in rows:
+            ps = _phase_scope(r)
+            out[r["phase"]] = {
+                "instances": r["instances"], "span_ns": r["span_ns"], "busy_ns": r["busy_ns"],
+                "utilization_pct": _round(ps.utilization_pct),
+                "host_wait_pct": _round(_pct(ps.idle["host_wait"], ps.window_ns)),
+                "short_pct": _round(ps.short_pct), "meets_rule": bool(test(ps)),
+            }
+        return out
+
+    def _phases_line(self, phases, what) -> str:
+        if not phases:
+            return ""
+        yes = [p for p, v in phases.items() if v["meets_rule"]]
+        no = [p for p, v in phases.items() if not v["meets_rule"]]
+        parts = []
+        if yes:
+            parts.append(f"{what} in phase {', '.join(yes)}")
+        if no:
+            parts.append(f"not in {', '.join(no)}")
+        return "; " + "; ".join(parts)
+
+    # -- rules on one scope --------------------------------------------------------------------
+    def _is_launch_bound(self, s: Scope) -> bool:
+        hw = _pct(s.idle["host_wait"], s.window_ns) or 0
+        return hw >= self.th["launch_wait_pct"] and (s.short_pct or 0) >= self.th["launch_short_pct"]
+
+    def _is_low_util(self, s: Scope) -> bool:
+        return (s.utilization_pct or 0) < self.th["util_low_pct"]
+
+    def low_utilization(self, s: Scope) -> Finding | None:
+        if not self._is_low_util(s):
+            return None
+        idle = s.idle_ns
+        causes = sorted(((c, ns) for c, ns in s.idle.items() if ns), key=lambda x: -x[1])
+        by = ", ".join(f"{c} {fmt_ns(ns)} ({fmt_pct(_pct(ns, s.window_ns))})" for c, ns in causes)
+        phases = self._phase_verdicts(s, self._is_low_util)
+        ev = [self.q.evidence("gpu_utilization", f"SELECT * FROM gpu_utilization WHERE {self._where(s)}")
+              if s.phase is None else
+              self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")]
+        if s.phase is None:
+            ev.append(self.q.evidence("idle_gaps", f"""
+                SELECT cause, count(*) AS gaps, sum(dur_ns)::BIGINT AS total_ns, median(dur_ns) AS med_ns,
+                       max(dur_ns) AS max_ns
+                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)} GROUP BY cause ORDER BY total_ns DESC"""))
+        return self.finding(
+            "low_utilization", _pct(idle, s.window_ns), idle, s.window_ns, s,
+            f"GPU busy {fmt_ns(s.busy_ns)} of {fmt_ns(s.window_ns)} ({fmt_pct(s.utilization_pct)}); "
+            f"idle {fmt_ns(idle)}: {by or 'no idle gaps'}" + self._phases_line(phases, "low"),
+            metrics={"utilization_pct": s.utilization_pct, "busy_ns": s.busy_ns, "idle_ns": idle,
+                     **{f"{c}_ns": ns for c, ns in s.idle.items()}},
+            phases=phases, evidence=ev)
+
+    def launch_or_host_bound(self, s: Scope) -> Finding | None:
+        hw_ns = s.idle["host_wait"]
+        hw = _pct(hw_ns, s.window_ns) or 0
+        if hw < self.th["launch_wait_pct"]:
+            return None
+        code = "launch_bound" if (s.short_pct or 0) >= self.th["launch_short_pct"] else "host_bound"
+        n, med = s.gaps.get("host_wait", (None, None))
+        gaps_txt = f"{n:,} gaps where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
+        phases = self._phase_verdicts(s, self._is_launch_bound) if code == "launch_bound" else None
+        ev = []
+        if s.phase is None:
+            ev.append(self.q.evidence("launch_summary", f"SELECT * FROM launch_summary WHERE {self._where(s)}"))
+            ev.append(self._gap_evidence(s, "host_wait"))
+            if phases:
+                ev.append(self.q.evidence("phase_idle", f"""
+                    SELECT phase, instances, span_ns, busy_ns, host_wait_ns, host_wait_pct, kernels,
+                           short_kernels, launch_calls, graph_launches, utilization_pct
+                    FROM phase_idle WHERE {self._where(s)} ORDER BY span_ns DESC"""))
+        else:
+            ev.append(self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}"))
+        per_launch = ""
+        if s.phase is not None and s.launch_calls:
+            per_launch = f", {s.launch_calls:,} launch calls for {s.kernels:,} kernels"
+        med_k = f", median kernel {fmt_ns(s.med_kernel_ns)}" if s.med_kernel_ns is not None else ""
+        summary = (f"{gaps_txt}{fmt_ns(hw_ns)} idle in all ({fmt_pct(hw)} of {fmt_ns(s.window_ns)}); "
+                   f"{s.short_kernels:,} of {s.launched:,} kernels ({fmt_pct(s.short_pct)}) ran shorter "
+                   f"than their launch call{med_k}{per_launch}")
+        summary += self._phases_line(phases, "launch-bound")
+        return self.finding(code, hw, hw_ns, s.window_ns, s, summary,
+                            metrics={"host_wait_ns": hw_ns, "host_wait_pct": hw, "short_pct": s.short_pct,
+                                     "short_kernels": s.short_kernels, "launched": s.launched,
+                                     "med_kernel_ns": s.med_kernel_ns, "med_latency_ns": s.med_latency_ns,
+                                     "launch_calls": s.launch_calls, "graph_launches": s.graph_launches},
+                            phases=phases, evidence=ev)
+
+    def sync_stall(self, s: Scope, phase_instances: list[dict] | None = None) -> Finding | None:
+        sw_ns = s.idle["sync_wait"]
+        sw = _pct(sw_ns, s.window_ns) or 0
+        q = self.q
+        if s.phase is None:
+            tot = q.one(f"SELECT * FROM sync_stalls WHERE source_id = {s.source_id} AND name IS NULL")
+            host_ns, host_pct, calls = ((tot["total_ns"], tot["share_pct"], tot["calls"]) if tot else (0, 0, 0))
+            rows_q = f"""SELECT name, kind, call_site, calls, total_ns, avg_ns, max_ns, share_pct, gpu_ops_waited
+                         FROM sync_stalls WHERE source_id = {s.source_id} AND name IS NOT NULL
+                         ORDER BY total_ns DESC"""
+            view = "sync_stalls"
+        else:
+            rows_q = f"""SELECT h.name, h.kind, h.call_site, count(*) AS calls, sum(h.dur_ns)::BIGINT AS total_ns,
+                                max(h.dur_ns) AS max_ns, sum(h.gpu_ops_waited)::BIGINT AS gpu_ops_waited
+                         FROM host_syncs h JOIN phase_instances i
+                           ON i.source_id = h.source_id AND i.pid = h.pid AND i.tid = h.tid
+                          AND h.start_ns >= i.start_ns AND h.start_ns < i.end_ns
+                         WHERE h.source_id = {s.source_id} AND i.phase = {lit(s.phase)}
+                         GROUP BY ALL ORDER BY total_ns DESC"""
+            view = "host_syncs"
+            rows = q.dicts(rows_q)
+            host_ns = sum(r["total_ns"] for r in rows)
+            calls = sum(r["calls"] for r in rows)
+            host_pct = _pct(host_ns, s.window_ns) or 0
+        if not calls:
+            return None
+        if sw < self.th["sync_wait_pct"] and (host_pct or 0) < self.th["sync_host_pct"]:
+            return None
+        ev = [q.evidence(view, rows_q)]
+        if s.phase is None:
+            ev.append(self._gap_evidence(s, "sync_wait"))
+        else:
+            ev.append(q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}"))
+        per = ""
+        if s.phase is not None and s.instances:
+            per = f" ({calls / s.instances:.1f} per instance of {s.phase})"
+        top = q.dicts(rows_q)[:1]
+        site = ""
+        if top and top[0].get("call_site"):
+            site = f"; most in {top[0]['name']} ({top[0]['kind']}) at {top[0]['call_site']}"
+        n, _ = s.gaps.get("sync_wait", (None, None))
+        gaps_txt = f"{n:,} gaps, " if n else ""
+        phases = None
+        if s.phase is None and q.has("phase_instances"):
+            pq = f"""SELECT i.phase, any_value(n.instances) AS instances, count(*) AS calls,
+                            sum(h.dur_ns)::BIGINT AS blocked_ns,
+                            string_agg(DISTINCT h.name, ', ' ORDER BY h.name) AS names
+                     FROM host_syncs h JOIN phase_instances i
+                       ON i.source_id = h.source_id AND i.pid = h.pid AND i.tid = h.tid
+                      AND h.start_ns >= i.start_ns AND h.start_ns < i.end_ns
+                     JOIN (SELECT source_id, phase, count(*) AS instances FROM phase_instances GROUP BY ALL) n
+                       ON n.source_id = i.source_id AND n.phase = i.phase
+                     WHERE h.source_id = {s.source_id} GROUP BY i.phase ORDER BY calls DESC, i.phase"""
+            prow = q.dicts(pq)
+            if prow:
+                idle = {r["phase"]: r for r in _phase_rows(q, s.source_id, device=s.device_id)}
+                phases = {r["phase"]: {"instances": r["instances"], "calls": r["calls"],
+                                       "per_instance": _round(r["calls"] / r["instances"]),
+                                       "blocked_ns": r["blocked_ns"], "names": r["names"],
+                                       "sync_wait_ns": idle.get(r["phase"], {}).get("sync_wait_ns")}
+                          for r in prow}
+                ev.append(q.evidence("host_syncs", pq))
+        per_phase = ""
+        if phases:
+            per_phase = "; per phase instance: " + ", ".join(
+                f"{p} {v['per_instance']:g} ({v['instances']} instances)" for p, v in phases.items())
+        return self.finding(
+            "sync_stall", sw, sw_ns, s.window_ns, s,
+            f"{calls:,} synchronizing calls{per} blocked the host {fmt_ns(host_ns)}{site}; "
+            f"the GPU sat idle {fmt_ns(sw_ns)} ({gaps_txt}{fmt_pct(sw)} of the window) while the host waited"
+            + per_phase,
+            metrics={"sync_wait_ns": sw_ns, "sync_wait_pct": sw, "host_blocked_ns": host_ns,
+                     "host_blocked_pct": host_pct, "calls": calls},
+            phases=phases, evidence=ev)
+
+    def transfer_bound(self, s: Scope) -> Finding | None:
+        exposed = s.exposed_memcpy_ns if s.exposed_memcpy_ns is not None else s.memcpy_ns
+        share = _pct(exposed, s.window_ns) or 0
+        if not exposed or share < self.th["transfer_pct"]:
+            return None
+        ev = []
+        if s.phase is None:
+            ev.append(self.q.evidence("overlap", f"SELECT * FROM overlap WHERE {self._where(s)} AND kind = 'memcpy'"))
+        ev.append(self.q.evidence("memop_time_summary",
+                                  f"SELECT * FROM memop_time_summary WHERE source_id = {s.source_id}"))
+        ev.append(self.q.evidence("memop_size_summary",
+                                  f"SELECT * FROM memop_size_summary WHERE source_id = {s.source_id}"))
+        return self.finding(
+            "transfer_bound", share, exposed, s.window_ns, s,
+            f"memcpy {fmt_ns(s.memcpy_ns)}, of which {fmt_ns(exposed)} not overlapped by compute "
+            f"({fmt_pct(share)} of the window)",
+            metrics={"memcpy_ns": s.memcpy_ns, "exposed_ns": exposed}, evidence=ev)
+
+    def hot_kernel(self, s: Scope, window_ns: int) -> Finding | None:
+        q = self.q
+        if s.phase is None:
+            hq = f"""SELECT time_pct, total_ns, instances, avg_ns, med_ns, short_name, name
+                     FROM hotspots WHERE source_id = {s.source_id} ORDER BY total_ns DESC LIMIT 10"""
+            view = "hotspots"
+        else:
+            hq = f"""SELECT 100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct, sum(dur_ns)::BIGINT AS total_ns,
+                            count(*) AS instances, avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns,
+                            any_value(short_name) AS short_name, name
+                     FROM phase_ops WHERE source_id = {s.source_id} AND phase = {lit(s.phase)} AND kind = 'kernel'
+                       AND short_name IS NOT NULL
+                     GROUP BY name ORDER BY total_ns DESC LIMIT 10"""
+            view = "phase_ops"
+        rows = q.dicts(hq)
+        cand = [r for r in rows if not _is_comm(r["name"])]
+        if not cand or (cand[0]["time_pct"] or 0) < self.th["hot_kernel_pct"]:
+            return None
+        k = cand[0]
+        share = _pct(k["total_ns"], window_ns)
+        return self.finding(
+            "hot_kernel", share, k["total_ns"], window_ns, s,
+            f"{k['short_name']} takes {fmt_pct(k['time_pct'])} of the kernel time "
+            f"({fmt_ns(k['total_ns'])} in {k['instances']:,} launches, median {fmt_ns(k['med_ns'])})",
+            subject=k["short_name"], device_id=None,
+            metrics={"time_pct": k["time_pct"], "total_ns": k["total_ns"], "instances": k["instances"]},
+            evidence=[q.evidence(view, hq)])
+
+    def bounds(self, sid: int, window_ns: int, phase: str | None, scope: Scope | None) -> list[Finding]:
+        q = self.q
+        if not (q.has("hotspots_bound") and q.has("kernel_bounds")):
+            return []
+        if phase is None:
+            hq = f"""SELECT * FROM hotspots_bound WHERE source_id = {sid} AND ncu_launches > 0
+                     AND bound IS NOT NULL ORDER BY total_ns DESC"""
+        else:
+            hq = f"""SELECT h.* EXCLUDE (total_ns, instances, time_pct),
+                            p.total_ns, p.instances, 100.0 * p.total_ns / p.all_ns AS time_pct
+                     FROM hotspots_bound h JOIN (
+                         SELECT name, sum(dur_ns)::BIGINT AS total_ns, count(*) AS instances,
+                                sum(sum(dur_ns)) OVER () AS all_ns
+                         FROM phase_ops WHERE source_id = {sid} AND phase = {lit(phase)} AND kind = 'kernel'
+                           AND short_name IS NOT NULL
+                         GROUP BY name) p USING (name)
+                     WHERE h.source_id = {sid} AND h.ncu_launches > 0 AND h.bound IS NOT NULL
+                     ORDER BY p.total_ns DESC"""
+        out = []
+        for r in q.dicts(hq):
+            if (r["time_pct"] or 0) < self.th["bound_min_pct"] or r["bound"] == "balanced":
+                continue
+            ids = ", ".join(f"({x.replace(':', ', ')})" for x in (r["ncu_results"] or "").split(",") if x)
+            kq = f"""SELECT source_id, id, short_name, dur_ns, bound, bound_reason, dominant, sm_pct, memory_pct,
+                            dram_pct, memory_level, waves, achieved_occupancy_pct, arithmetic_intensity, ridge,
+                            roofline_bound, ncu_bottleneck
+                     FROM kernel_bounds WHERE (source_id, id) IN ({ids or '(NULL, NULL)'}) ORDER BY source_id, id"""
+            out.append(self._bound_finding(r, sid, window_ns, phase, scope, kq, "GPU window",
+                                           [q.evidence("hotspots_bound", f"""
+                SELECT time_pct, total_ns, instances, short_name, ncu_launches, bound, bound_reason, bounds,
+                       sm_pct, memory_pct, dram_pct, arithmetic_intensity, roofline_bound, match_quality, ncu_results
+                FROM hotspots_bound WHERE source_id = {sid} AND name = {lit(r['name'])}"""),
+                                            q.evidence("kernel_bounds", kq)]))
+        return out
+
+    def ncu_only_bounds(self, sid: int) -> list[Finding]:
+        """An ncu source with no timeline in the store: classify its kernels by ncu's own time."""
+        q = self.q
+        if not q.has("kernel_bounds"):
+            return []
+        hq = f"""SELECT short_name, count(*) AS ncu_launches, sum(dur_ns)::BIGINT AS total_ns,
+                        100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct,
+                        mode(bound) AS bound, mode(bound_reason) AS bound_reason,
+                        string_agg(DISTINCT bound, ',' ORDER BY bound) AS bounds,
+                        avg(sm_pct) AS sm_pct, avg(memory_pct) AS memory_pct, avg(dram_pct) AS dram_pct,
+                        mode(roofline_bound) AS roofline_bound, any_value(name) AS name
+                 FROM kernel_bounds WHERE source_id = {sid} GROUP BY short_name ORDER BY total_ns DESC"""
+        rows = q.dicts(hq)
+        total = sum(r["total_ns"] or 0 for r in rows)
+        out = []
+        for r in rows:
+            if r["bound"] is None or r["bound"] == "balanced" or (r["time_pct"] or 0) < self.th["bound_min_pct"]:
+                continue
+            kq = f"""SELECT source_id, id, short_name, dur_ns, bound, bound_reason, dominant, sm_pct, memory_pct,
+                            dram_pct, memory_level, waves, achieved_occupancy_pct, arithmetic_intensity, ridge,
+                            roofline_bound, ncu_bottleneck
+                     FROM kernel_bounds WHERE source_id = {sid} AND short_name = {lit(r['short_name'])} ORDER BY id"""
+            out.append(self._bound_finding(r, sid, total, None, None, kq, "ncu-profiled time",
+                                           [q.evidence("kernel_bounds", kq)]))
+        return out
+
+    def _bound_finding(self, r, sid, window_ns, phase, scope, kq, of, evidence) -> Finding:
+        bound, reason = r["bound"], r["bound_reason"]
+        code = f"{bound}_bound"
+        krows = self.q.dicts(kq)
+        waves = [k["waves"] for k in krows if k.get("waves") is not None]
+        level = next((k["memory_level"] for k in krows if k.get("memory_level")), None)
+        detail = (f"SM {fmt_pct(r['sm_pct'])}, memory {fmt_pct(r['memory_pct'])}"
+                  + (f" (busiest: {level})" if level else "")
+                  + (f", DRAM {fmt_pct(r['dram_pct'])}" if r.get("dram_pct") is not None else "")
+                  + (f", {min(waves):.2g} waves" if waves else ""))
+        roof = f"; roofline: {r['roofline_bound']}-bound" if r.get("roofline_bound") else ""
+        if r.get("arithmetic_intensity") is not None:
+            roof += f" at {r['arithmetic_intensity']:.3g} FLOP/byte"
+        mixed = f" (results disagree: {r['bounds']})" if r.get("bounds") and "," in r["bounds"] else ""
+        remedy_key = f"{code}:{reason}" if f"{code}:{reason}" in REMEDIES else code
+        return self.finding(
+            code, _pct(r["total_ns"], window_ns), r["total_ns"], window_ns, scope,
+            f"{r['short_name']} ({fmt_pct(r['time_pct'])} of the kernel time, {r['ncu_launches']} ncu "
+            f"result{'s' if r['ncu_launches'] != 1 else ''}): {bound}-bound by ncu's rule ({reason}){mixed}: "
+            f"{detail}{roof}",
+            remedy_key=remedy_key, of=of, source_id=sid, device_id=None, phase=phase,
+            subject=r["short_name"],
+            metrics={"time_pct": r["time_pct"], "sm_pct": r["sm_pct"], "memory_pct": r["memory_pct"],
+                     "dram_pct": r.get("dram_pct"), "bound_reason": reason,
+                     "roofline_bound": r.get("roofline_bound"),
+                     "arithmetic_intensity": r.get("arithmetic_intensity"), "ncu_launches": r["ncu_launches"]},
+            evidence=evidence)
+
+    def low_overlap(self, s: Scope) -> Finding | None:
+        q = self.q
+        oq = f"SELECT * FROM overlap WHERE {self._where(s)} AND kind = 'comm'"
+        o = q.one(oq)
+        if not o or not o["kind_ns"]:
+            return None
+        share = _pct(o["exposed_ns"], s.window_ns) or 0
+        if (o["overlap_pct"] or 0) >= self.th["overlap_low_pct"] or share < self.th["overlap_min_pct"]:
+            return None
+        ev = [q.evidence("overlap", oq)]
+        wait_ns = 0
+        if q.has("rank_imbalance"):
+            wq = f"""SELECT rank, count(*) AS collectives, sum(dur_ns)::BIGINT AS comm_kernel_ns,
+                            sum(wait_ns)::BIGINT AS wait_ns, sum(comm_ns)::BIGINT AS transfer_ns
+                     FROM rank_imbalance WHERE source_id = {s.source_id} GROUP BY rank"""
+            w = q.one(wq)
+            if w:
+                wait_ns = w["wait_ns"] or 0
+                ev.append(q.evidence("rank_imbalance", wq))
+        waiting = min(wait_ns, o["exposed_ns"])
+        key = "low_overlap:waiting" if waiting > o["exposed_ns"] / 2 else "low_overlap"
+        wtxt = (f"; {fmt_ns(wait_ns)} of the collectives' time is waiting for other ranks "
+                f"(rank_imbalance)") if wait_ns else ""
+        return self.finding(
+            "low_overlap", share, o["exposed_ns"], s.window_ns, s,
+            f"communication {fmt_ns(o['kind_ns'])}, {fmt_pct(o['overlap_pct'])} overlapped with compute: "
+            f"{fmt_ns(o['exposed_ns'])} exposed ({fmt_pct(share)} of the window){wtxt}",
+            remedy_key=key,
+            metrics={"comm_ns": o["kind_ns"], "overlap_pct": o["overlap_pct"], "exposed_ns": o["exposed_ns"],
+                     "wait_ns": wait_ns},
+            evidence=ev)
+
+    def rank_imbalance(self, windows: dict[int, int], sources: set[int] | None) -> list[Finding]:
+        q = self.q
+        if not q.has("rank_imbalance"):
+            return []
+        pq = """SELECT job_id, rank, source_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+                       sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
+                       count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
+                FROM rank_imbalance GROUP BY ALL ORDER BY job_id, rank"""
+        out = []
+        by_job: dict[int, list[dict]] = {}
+        for r in q.dicts(pq):
+            by_job.setdefault(r["job_id"], []).append(r)
+        for job, ranks in by_job.items():
+            if sources is not None and not any(r["source_id"] in sources for r in ranks):
+                continue
+            waiter = max(ranks, key=lambda r: (_pct(r["wait_ns"], windows.get(r["source_id"])) or 0))
+            win = windows.get(waiter["source_id"])
+            share = _pct(waiter["wait_ns"], win) or 0
+            if share < self.th["imbalance_pct"]:
+                continue
+            slow = max(ranks, key=lambda r: r["times_slowest"])
+            n_coll = waiter["collectives"]
+            jq = f"""SELECT job_id, rank, source_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+                            sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
+                            count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
+                     FROM rank_imbalance WHERE job_id = {job} GROUP BY ALL ORDER BY rank"""
+            tq = f"""SELECT name, seq, rank, arrival_ns, dur_ns, wait_ns, skew_ns, comm_ns, slowest_rank
+                     FROM rank_imbalance WHERE job_id = {job} ORDER BY skew_ns DESC, seq, rank LIMIT 10"""
+            out.append(self.finding(
+                "rank_imbalance", share, waiter["wait_ns"], win, None,
+                f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {n_coll} collectives "
+                f"({fmt_pct(share)} of its GPU window) for rank {slow['rank']}, which arrived last in "
+                f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}",
+                source_id=waiter["source_id"], device_id=None, phase=None, subject=f"job {job}",
+                metrics={"job_id": job, "waiting_rank": waiter["rank"], "wait_ns": waiter["wait_ns"],
+                         "slowest_rank": slow["rank"], "times_slowest": slow["times_slowest"],
+                         "collectives": n_coll, "max_skew_ns": slow["max_skew_ns"],
+                         "ranks": {str(r["rank"]): {"source_id": r["source_id"], "wait_ns": r["wait_ns"],
+                                                    "times_slowest": r["times_slowest"]} for r in ranks}},
+                evidence=[q.evidence("rank_imbalance", jq), q.evidence("rank_imbalance", tq)]))
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+
+
+def resolve_thresholds(overrides: dict[str, float] | None) -> dict[str, float]:
+    th = {n: float(t.default) for n, t in THRESHOLDS.items()}
+    for k, v in (overrides or {}).items():
+        if k not in THRESHOLDS:
+            raise DiagnoseError(f"no threshold named {k!r}; known: {', '.join(THRESHOLDS)}")
+        th[k] = float(v)
+    return th
+
+
+def apply_view_params(store, th: dict[str, float], overrides: dict[str, float] | None) -> None:
+    """Set the view parameters that were overridden as DuckDB variables on the connection."""
+    for k, v in (overrides or {}).items():
+        if THRESHOLDS[k].view_param:
+            store.con.execute(f"SET VARIABLE {k} = ?", [int(v) if float(v).is_integer() else float(v)])
+
+
+def diagnose(store, source_id: int | None = None, phase: str | None = None,
+             thresholds: dict[str, float] | None = None, evidence_rows: int = 20) -> Diagnosis:
+    """Run the decision tree over a store (a ``tracekit.store.Store``); returns a Diagnosis.
+
+    ``source_id`` restricts to one source (a rank_imbalance finding is kept when that source is a
+    rank of the job); ``phase`` diagnoses only the time inside the instances of that phase;
+    ``thresholds`` overrides defaults (names of ``THRESHOLDS``).
+    """
+    th = resolve_thresholds(thresholds)
+    apply_view_params(store, th, thresholds)
+    q = _Q(store, evidence_rows)
+    rules = _Rules(q, th)
+    srcs = q.dicts("SELECT source_id, path, format, rank, world_size, start_ns, end_ns FROM sources ORDER BY source_id")
+    if source_id is not None:
+        if not any(s["source_id"] == source_id for s in srcs):
+            raise DiagnoseError(f"no source {source_id} in {store.path} "
+                                f"(sources: {', '.join(str(s['source_id']) for s in srcs) or 'none'})")
+        srcs = [s for s in srcs if s["source_id"] == source_id]
+    timeline = {r["source_id"] for r in q.dicts("SELECT DISTINCT source_id FROM gpu_activity")}
+    findings: list[Finding] = []
+    devices: list[dict] = []
+    windows: dict[int, int] = {}
+    if phase is not None:
+        have = q.dicts(f"SELECT DISTINCT source_id FROM phase_instances WHERE phase = {lit(phase)}") \
+            if q.has("phase_instances") else []
+        if not have:
+            known = [r["phase"] for r in q.dicts("SELECT DISTINCT phase FROM phase_instances ORDER BY phase")] \
+                if q.has("phase_instances") else []
+            raise DiagnoseError(f"no phase {phase!r} in {store.path}"
+                                + (f" (phases: {', '.join(known[:20])})" if known else " (no NVTX ranges or "
+                                   "record_function annotations)"))
+    for src in srcs:
+        sid = src["source_id"]
+        if src["format"] == "ncu":
+            if not timeline:
+                findings += rules.ncu_only_bounds(sid)
+            continue
+        if sid not in timeline:
+            findings.append(rules.finding(
+                "no_gpu_data", None, None, None, None,
+                f"{src['path']}: no kernels, memcpy or memset in this {src['format']} source",
+                source_id=sid, device_id=None, phase=phase))
+            continue
+        if phase is None:
+            scopes = _source_scopes(q, sid)
+        else:
+            scopes = [_phase_scope(r) for r in _phase_rows(q, sid, phase)]
+        windows[sid] = sum(s.window_ns for s in scopes)
+        for s in scopes:
+            devices.append({"source_id": sid, "device_id": s.device_id, "phase": s.phase,
+                            "window_ns": s.window_ns, "busy_ns": s.busy_ns,
+                            "utilization_pct": _round(s.utilization_pct), "kernels": s.kernels,
+                            "kernel_ns": s.kernel_ns, "memcpy_ns": s.memcpy_ns,
+                            "idle_ns": {c: ns for c, ns in s.idle.items()}, "instances": s.instances})
+            for f in (rules.low_utilization(s), rules.launch_or_host_bound(s), rules.sync_stall(s),
+                      rules.transfer_bound(s), rules.low_overlap(s) if phase is None else None):
+                if f is not None:
+                    findings.append(f)
+        if not scopes:
+            continue
+        sc = scopes[0] if len(scopes) == 1 else None
+        hk = rules.hot_kernel(scopes[0], windows[sid])
+        if hk:
+            hk.device_id = sc.device_id if sc else None
+            findings.append(hk)
+        findings += rules.bounds(sid, windows[sid], phase, sc)
+    if phase is None:
+        findings += rules.rank_imbalance(windows, None if source_id is None else {source_id})
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    findings.sort(key=lambda f: (f.source_id if f.source_id is not None else -1,
+                                 order[f.severity], -(f.share_pct or 0), f.code))
+    return Diagnosis(db=store.path, thresholds=th, phase=phase,
+                     sources=[{k: src[k] for k in ("source_id", "path", "format", "rank", "world_size")}
+                              for src in srcs],
+                     devices=devices, findings=findings)
+
+
+# --------------------------------------------------------------------------------------------
+# text and markdown
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _table(cols, rows, width=48) -> list[str]:
+    cells = [[_cell(v) for v in r] for r in rows]
+    w = [min(max([len(c)] + [len(r[i]) for r in cells]), width) for i, c in enumerate(cols)]
+
+    def line(cs):
+        return "  ".join((c if len(c) <= wi else c[: wi - 1] + "…").ljust(wi) for c, wi in zip(cs, w)).rstrip()
+    return [line(cols), line(["-" * x for x in w])] + [line(r) for r in cells]
+
+
+def _scope_label(f: Finding) -> str:
+    parts = []
+    if f.device_id is not None:
+        parts.append(f"GPU {f.device_id}")
+    if f.phase:
+        parts.append(f"phase {f.phase}")
+    if f.subject:
+        parts.append(f.subject)
+    return ", ".join(parts)
+
+
+def _source_header(d: Diagnosis, sid) -> str:
+    src = next((s for s in d.sources if s["source_id"] == sid), None)
+    if src is None:
+        return f"source {sid}"
+    name = src["path"].rsplit("/", 1)[-1]
+    rank = f", rank {src['rank']}" if src.get("rank") is not None else ""
+    head = f"source {sid}: {name} ({src['format']}{rank})"
+    for dv in d.devices:
+        if dv["source_id"] == sid:
+            head += (f"\n  GPU {dv['device_id']}{' phase ' + dv['phase'] if dv['phase'] else ''}: "
+                     f"window {fmt_ns(dv['window_ns'])}, busy {fmt_ns(dv['busy_ns'])} "
+                     f"({fmt_pct(dv['utilization_pct'])}), {dv['kernels']:,} kernels "
+                     f"({fmt_ns(dv['kernel_ns'])})")
+    return head
+
+
+def to_text(d: Diagnosis, evidence: int = 5) -> str:
+    out = [f"tracekit diagnose: {d.db}" + (f" (phase {d.phase})" if d.phase else "")]
+    sids = [s["source_id"] for s in d.sources]
+    for sid in sids:
+        fs = [f for f in d.findings if f.source_id == sid]
+        dev = [x for x in d.devices if x["source_id"] == sid]
+        if not fs and not dev:
+            continue
+        out += ["", _source_header(d, sid)]
+        if not fs:
+            out.append("  no findings")
+        for f in fs:
+            share = f"{fmt_pct(f.share_pct)} of {f.of}" if f.share_pct is not None else ""
+            label = _scope_label(f)
+            out.append("")
+            out.append(f"  {f.severity.upper():<6}  {f.code:<16} {share:<22} {fmt_ns(f.time_ns) if f.time_ns is not None else ''}"
+                       .rstrip() + (f"   [{label}]" if label else ""))
+            out.append(f"          {f.title}: {f.summary}")
+            out.append(f"          remedy: {f.remedy}")
+            if evidence:
+                for e in f.evidence:
+                    more = f", {e.total_rows} rows" if e.total_rows > min(evidence, len(e.rows)) else ""
+                    out.append(f"          evidence ({e.view}{more}): tracekit sql \"{e.query}\"")
+                    for line in _table(e.columns, e.rows[:evidence], 28):
+                        out.append("            " + line)
+    if not d.findings:
+        out += ["", "no findings"]
+    n = {s: sum(1 for f in d.findings if f.severity == s) for s in SEVERITIES}
+    out += ["", "findings: " + ", ".join(f"{n[s]} {s}" for s in SEVERITIES)]
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(d: Diagnosis, evidence: int = 10) -> str:
+    out = [f"# tracekit diagnose: `{d.db}`" + (f" — phase `{d.phase}`" if d.phase else ""), ""]
+    out += ["| severity | code | scope | share | time | summary |", "|---|---|---|---|---|---|"]
+    for f in d.findings:
+        scope = f"source {f.source_id}" + (f", {_scope_label(f)}" if _scope_label(f) else "")
+        share = f"{fmt_pct(f.share_pct)} of {f.of}" if f.share_pct is not None else ""
+        out.append(f"| {f.severity} | `{f.code}` | {_md_escape(scope)} | {share} | "
+                   f"{fmt_ns(f.time_ns) if f.time_ns is not None else ''} | {_md_escape(f.summary)} |")
+    if not d.findings:
+        out.append("| | | | | | no findings |")
+    for sid in [s["source_id"] for s in d.sources]:
+        fs = [f for f in d.findings if f.source_id == sid]
+        if not fs:
+            continue
+        out += ["", "## " + _source_header(d, sid).split("\n")[0], ""]
+        out += ["- " + line.strip() for line in _source_header(d, sid).split("\n")[1:]]
+        for f in fs:
+            out += ["", f"### {f.severity}: `{f.code}` — {f.title}", "", f.summary + ".", "",
+                    f"**Remedy:** {f.remedy}", ""]
+            for e in f.evidence[:]:
+                out += [f"Evidence from `{e.view}` ({e.total_rows} rows"
+                        + (f", first {min(evidence, len(e.rows))}" if e.total_rows > evidence else "") + "):", "",
+                        "```sql", e.query, "```", ""]
+                if e.rows:
+                    out.append("| " + " | ".join(e.columns) + " |")
+                    out.append("|" + "---|" * len(e.columns))
+                    for r in e.rows[:evidence]:
+                        out.append("| " + " | ".join(_md_escape(_cell(v)) for v in r) + " |")
+                    out.append("")
+    out += ["", "Thresholds: " + ", ".join(f"`{k}={v:g}`" for k, v in d.thresholds.items()), ""]
+    return "\n".join(out)

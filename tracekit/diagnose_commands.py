@@ -1,0 +1,187 @@
+"""`tracekit diagnose` and `tracekit diff`: the click commands (registered by tracekit/cli.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+
+from .store import DEFAULT_DB, Store, StoreError
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"tracekit: error: {msg}", err=True)
+    sys.exit(2)
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+def _thresholds_epilog() -> str:
+    from .diagnose import THRESHOLDS
+
+    lines = ["\b", "Thresholds (--threshold NAME=VALUE; defaults shown; docs/diagnose.md explains each):"]
+    w = max(len(n) for n in THRESHOLDS)
+    for n, t in THRESHOLDS.items():
+        lines.append(f"  {n.ljust(w)} {t.default:>6g}  {t.doc}")
+    lines += ["", "\b", "Finding codes: low_utilization, launch_bound, host_bound, sync_stall, transfer_bound, "
+              "hot_kernel, memory_bound, compute_bound, latency_bound, low_overlap, rank_imbalance, no_gpu_data."]
+    return "\n".join(lines)
+
+
+def _open(db) -> Store:
+    try:
+        return Store(db, read_only=True)
+    except StoreError as e:
+        _fail(str(e))
+
+
+@click.command("diagnose", epilog=_thresholds_epilog(),
+               context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
+              help="The tracekit store (a DuckDB file).")
+@click.option("--source", "source_id", type=int, help="Diagnose only this source (default: every source).")
+@click.option("--phase", help="Diagnose only the time inside the instances of this phase "
+                              "(NVTX range / record_function name, '#N' suffix dropped).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
+              show_default=True, help="Output format; html is a self-contained report with plots "
+                                      "(needs the 'report' extra: pip install 'tracekit[report]').")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Override a threshold (repeatable); the list is below.")
+@click.option("--evidence", "evidence_rows", default=5, show_default=True,
+              help="Evidence rows shown per view in text / markdown (json keeps up to 20; 0 = none).")
+@click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
+              help="Exit with status 1 when a finding of this severity or worse is found (for CI).")
+def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, fail_on):
+    """Run the GPU profiling decision tree over a store: findings with a stable code, a
+    severity, the share of time at stake, the evidence (view rows, with the query that gave
+    them) and a one-sentence remedy.
+
+    \b
+    Examples:
+      tracekit diagnose                              # every source of ./tracekit.duckdb
+      tracekit diagnose --phase decode_step          # only the time inside decode_step ranges
+      tracekit diagnose --format json -o diag.json   # for scripts and CI
+      tracekit diagnose --format html -o report.html # the report with plots
+      tracekit diagnose --threshold launch_wait_pct=40 --fail-on high
+    """
+    from . import diagnose as D
+
+    try:
+        th = D.parse_thresholds(thresholds)
+    except D.DiagnoseError as e:
+        _fail(str(e))
+    if fmt == "html":
+        from .report import ReportError, check_available
+        if not output:
+            _fail("--format html needs -o FILE")
+        try:
+            check_available()
+        except ReportError as e:
+            _fail(str(e))
+    store = _open(db)
+    with store:
+        try:
+            d = D.diagnose(store, source_id=source_id, phase=phase, thresholds=th,
+                           evidence_rows=max(20, evidence_rows))
+            if fmt == "json":
+                import orjson
+
+                text = orjson.dumps(d.to_dict(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
+            elif fmt == "markdown":
+                text = D.to_markdown(d, evidence_rows)
+            elif fmt == "html":
+                from .report import render_html
+
+                text = render_html(store, d)
+            else:
+                text = D.to_text(d, evidence_rows)
+        except D.DiagnoseError as e:
+            _fail(str(e))
+        except duckdb.Error as e:
+            if os.environ.get("TRACEKIT_DEBUG"):
+                raise
+            _fail(f"query failed: {str(e).splitlines()[0]}")
+    _write(text, output)
+    if fail_on:
+        rank = {"high": 0, "medium": 1, "low": 2, "info": 3}
+        if any(rank[f.severity] <= rank[fail_on] for f in d.findings):
+            sys.exit(1)
+
+
+@click.command("diff", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click.argument("base_db", type=click.Path(dir_okay=False))
+@click.argument("new_db", required=False, type=click.Path(dir_okay=False))
+@click.option("--base-source", type=int, help="Source of BASE_DB (needed when it has several with GPU work).")
+@click.option("--new-source", type=int, help="Source of NEW_DB (default: NEW_DB's only one; with one "
+                                              "store, the same as --base-source).")
+@click.option("--base-phase", help="Compare only the work launched inside this phase of the base side.")
+@click.option("--new-phase", help="... and inside this phase of the new side (e.g. eager_step vs graph_step).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Override a diagnose threshold for the finding comparison (see `tracekit diagnose -h`).")
+@click.option("--max-kernels", default=25, show_default=True, help="Kernel rows shown by text / markdown.")
+def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fmt, output, thresholds,
+             max_kernels):
+    """Before/after of two captures: per kernel (base name) and per phase, count and time changes,
+    new and vanished kernels, and the change of each diagnose finding.
+
+    \b
+    NEW_DB defaults to BASE_DB: then compare two sources (--base-source / --new-source) or two
+    phases (--base-phase / --new-phase) of one store.
+    Examples:
+      tracekit diff before.duckdb after.duckdb
+      tracekit diff run.duckdb --base-source 0 --new-source 1
+      tracekit diff graphs.duckdb --base-phase eager_step --new-phase graph_step
+    """
+    from . import diagnose as D
+    from . import diff as F
+
+    try:
+        th = D.parse_thresholds(thresholds)
+    except D.DiagnoseError as e:
+        _fail(str(e))
+    same = new_db is None or os.path.abspath(new_db) == os.path.abspath(base_db)
+    bs = _open(base_db)
+    ns = bs if same else _open(new_db)
+    try:
+        try:
+            b_sid = F.resolve_source(bs, base_source, "base")
+            n_sid = F.resolve_source(ns, new_source if new_source is not None
+                                     else (base_source if same else None), "new")
+            if same and b_sid == n_sid and base_phase == new_phase:
+                _fail("both sides are the same source; give --new-source, --base-phase/--new-phase "
+                      "or a second store")
+            r = F.diff(F.Side(bs, b_sid, base_phase, "base"), F.Side(ns, n_sid, new_phase, "new"), th)
+        except D.DiagnoseError as e:
+            _fail(str(e))
+        except duckdb.Error as e:
+            if os.environ.get("TRACEKIT_DEBUG"):
+                raise
+            _fail(f"query failed: {str(e).splitlines()[0]}")
+    finally:
+        bs.close()
+        if not same:
+            ns.close()
+    if fmt == "json":
+        import orjson
+
+        text = orjson.dumps(r, option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
+    elif fmt == "markdown":
+        text = F.to_markdown(r, max_kernels)
+    else:
+        text = F.to_text(r, max_kernels)
+    _write(text, output)
