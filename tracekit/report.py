@@ -187,17 +187,18 @@ def _roofline(p: _Plots, q: _Q, src: dict) -> None:
     if roof:
         ais = [r["arithmetic_intensity"] for r in roof]
         x0, x1 = 10 ** math.floor(math.log10(min(ais) / 4)), 10 ** math.ceil(math.log10(max(ais) * 4))
-        seen = set()
+        peaks: dict[str, tuple[list, list]] = {}  # one roof per compute class: the median of its peaks
         for r in roof:
-            pf, pb = r.get("peak_flop_per_s"), r.get("peak_dram_bytes_per_s")
-            key = (r.get("compute_class"), round(math.log10(pf), 1) if pf else None)
-            if not pf or not pb or key in seen:
-                continue
-            seen.add(key)
+            if r.get("peak_flop_per_s") and r.get("peak_dram_bytes_per_s"):
+                pk = peaks.setdefault(r["compute_class"], ([], []))
+                pk[0].append(r["peak_flop_per_s"])
+                pk[1].append(r["peak_dram_bytes_per_s"])
+        for cls, (pfs, pbs) in sorted(peaks.items()):
+            pf, pb = sorted(pfs)[len(pfs) // 2], sorted(pbs)[len(pbs) // 2]
             ridge = pf / pb
             xs = [x0, ridge, x1]
             fig.add_trace(go.Scatter(x=xs, y=[min(pf, x * pb) / 1e12 for x in xs], mode="lines",
-                                     line=dict(dash="dot"), name=f"roof {r['compute_class']}",
+                                     line=dict(dash="dot"), name=f"roof {cls}",
                                      hovertemplate="%{x:.3g} FLOP/byte: %{y:.1f} TFLOP/s<extra></extra>"))
         for bound in sorted({r["bound"] or "unknown" for r in roof}):
             rr = [r for r in roof if (r["bound"] or "unknown") == bound]
