@@ -139,3 +139,24 @@ def test_schema_doc_is_current():
 
     doc = (FIXTURES.parent / "docs" / "schema.md").read_text()
     assert doc.strip() == schema.to_markdown().strip(), "regenerate: tracekit schema --markdown > docs/schema.md"
+
+
+def test_store_of_another_version_or_not_tracekit(tmp_path):
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("create table users(id int)")
+    con.close()
+    for cmd in (("convert", small_kineto(), "--db", other), ("sql", "select 1", "--db", other)):
+        code, _, err = run(*cmd)
+        assert_one_line_error(code, err, "other.duckdb", "not a tracekit store")
+    old = tmp_path / "old.duckdb"
+    run("convert", small_kineto(), "--db", old)
+    con = duckdb.connect(str(old))
+    con.execute("update tracekit_meta set value = '1' where key = 'schema_version'")
+    con.close()
+    code, _, err = run("convert", small_kineto(), "--db", old)
+    assert_one_line_error(code, err, "old.duckdb", "--replace")
+    code, out, err = run("convert", small_kineto(), "--db", old, "--replace")
+    assert code == 0, err

@@ -64,8 +64,9 @@ class Store:
     ``Store(path, read_only=True)`` for queries."""
 
     def __init__(self, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False,
-                 replace: bool = False):
+                 replace: bool = False, label: str | None = None):
         self.path = str(path)
+        self.label = label or self.path  # the name users know (writing() works on a copy)
         if read_only and not os.path.exists(self.path):
             raise StoreError(f"{self.path}: no such store; run `tracekit convert TRACE --db {self.path}` first")
         if replace and not read_only:
@@ -75,11 +76,13 @@ class Store:
         try:
             self.con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as e:
-            raise StoreError(f"{self.path}: cannot open the store ({str(e).splitlines()[0]})") from None
+            raise StoreError(f"{self.label}: cannot open the store ({str(e).splitlines()[0]})") from None
+        has_tables = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main'").fetchall()[0][0]
+        if read_only or has_tables:
+            self._check_version()
         if not read_only:
             _create_tables(self.con)
-        else:
-            self._check_version()
         views.register(self.con)
 
     def _check_version(self) -> None:
@@ -87,10 +90,13 @@ class Store:
             v = self.con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchall()
             v = v[0] if v else None
         except duckdb.Error:
-            raise StoreError(f"{self.path}: not a tracekit store (no tracekit_meta table); "
-                             "convert a trace into it with `tracekit convert`") from None
+            self.con.close()
+            raise StoreError(f"{self.label}: not a tracekit store (a DuckDB file without tracekit's "
+                             "tables); pass another --db path") from None
         if v is None or int(v[0]) != schema.SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: store schema version {v and v[0]} != {schema.SCHEMA_VERSION}; "
+            self.con.close()
+            raise StoreError(f"{self.label}: made by another tracekit version (store schema "
+                             f"{v and v[0]}, this tracekit reads {schema.SCHEMA_VERSION}); "
                              "re-create it with `tracekit convert --replace`")
 
     # -- queries -----------------------------------------------------------------------------
@@ -267,7 +273,7 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False):
         if Path(f"{path}.wal").exists():
             shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
     try:
-        st = Store(tmp)
+        st = Store(tmp, label=str(path))
     except BaseException:
         for p in (tmp, Path(f"{tmp}.wal")):
             p.unlink(missing_ok=True)
