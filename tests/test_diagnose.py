@@ -347,6 +347,9 @@ def test_ddp_rank_imbalance_and_overlap(stores):
     assert "launch_bound" in d.codes(0) and "launch_bound" not in d.codes(1)
     # NCCL kernels are never a hot_kernel, though 84 % of rank 1's kernel time
     assert "hot_kernel" not in d.codes(1)
+    # diagnosing one rank keeps the job's imbalance (the slow rank is the one to fix)
+    d0 = diag(st, source_id=0)
+    assert one(d0, "rank_imbalance").time_ns == f.time_ns and "low_overlap" not in d0.codes(1)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -961,7 +961,9 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
             findings.append(hk)
         findings += rules.bounds(sid, windows[sid], phase, sc)
     if phase is None:
-        findings += rules.rank_imbalance(windows, None if source_id is None else {source_id})
+        all_windows = {r["source_id"]: r["w"] for r in q.dicts(
+            "SELECT source_id, sum(window_ns)::BIGINT AS w FROM gpu_utilization GROUP BY source_id")}
+        findings += rules.rank_imbalance(all_windows, None if source_id is None else {source_id})
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.source_id if f.source_id is not None else -1,
                                  order[f.severity], -(f.share_pct or 0), f.code))
@@ -1023,9 +1025,15 @@ def _source_header(d: Diagnosis, sid) -> str:
     return head
 
 
+def _source_ids(d: Diagnosis) -> list:
+    """The diagnosed sources, then any other a finding names (a rank of a job, with --source)."""
+    ids = [s["source_id"] for s in d.sources]
+    return ids + sorted({f.source_id for f in d.findings} - set(ids), key=lambda x: (x is None, x or 0))
+
+
 def to_text(d: Diagnosis, evidence: int = 5) -> str:
     out = [f"tracekit diagnose: {d.db}" + (f" (phase {d.phase})" if d.phase else "")]
-    sids = [s["source_id"] for s in d.sources]
+    sids = _source_ids(d)
     for sid in sids:
         fs = [f for f in d.findings if f.source_id == sid]
         dev = [x for x in d.devices if x["source_id"] == sid]
@@ -1069,7 +1077,7 @@ def to_markdown(d: Diagnosis, evidence: int = 10) -> str:
                    f"{fmt_ns(f.time_ns) if f.time_ns is not None else ''} | {_md_escape(f.summary)} |")
     if not d.findings:
         out.append("| | | | | | no findings |")
-    for sid in [s["source_id"] for s in d.sources]:
+    for sid in _source_ids(d):
         fs = [f for f in d.findings if f.source_id == sid]
         if not fs:
             continue
