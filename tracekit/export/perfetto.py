@@ -70,6 +70,7 @@ PROTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
 
 INT31 = 2**31
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 HOST_PID_LIMIT = 10_000_000  # real pids below this are kept when unique
 SYNTH_PID_BASE = 10_000_000
 GPU_PID_BASE = 1_000_000_000
@@ -182,8 +183,16 @@ class Lanes:
         self.ended: list[tuple[int, int]] = []  # (lane, end) of closed slices, when record
 
     def place(self, s: int, e: int) -> int:
+        stacks = self.stacks
+        if len(stacks) == 1 and not self.record:  # fast path: one lane so far
+            st = stacks[0]
+            while st and st[-1] <= s:
+                st.pop()
+            if not st or (self.nest and e <= st[-1] and len(st) < MAX_DEPTH):
+                st.append(e)
+                return 0
         rec = self.record
-        for i, st in enumerate(self.stacks):
+        for i, st in enumerate(stacks):
             while st and st[-1] <= s:
                 end = st.pop()
                 if rec:
@@ -409,30 +418,93 @@ class Sink:
         return self.path.stat().st_size
 
 
-_BIG_INT = re.compile(rb"\d{19,}")
 _DUMPS = orjson.dumps
 
 
-def _load_args(text) -> dict | None:
-    """The args JSON text of a row as a dict; integers outside int64 become strings (Perfetto
-    turns them into -1.0)."""
-    if not text:
-        return None
-    raw = text.encode() if isinstance(text, str) else text
-    try:
-        d = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        import json
+_BIG_DIGITS = re.compile(r"-?\d{19,}")
 
-        try:
-            d = json.loads(raw)
-        except ValueError:
-            return {"args": text if isinstance(text, str) else raw.decode("utf-8", "replace")}
-    if not isinstance(d, dict):
-        d = {"args": d}
-    if _BIG_INT.search(raw):
-        d = _fix_ints(d)
-    return d or None
+
+def _has_big_int(text: str) -> bool:
+    """True when text has a digit run outside int64 (Perfetto reads such numbers as -1.0)."""
+    return any(not INT64_MIN <= int(m) <= INT64_MAX for m in _BIG_DIGITS.findall(text))
+
+
+def _args_sql(alias: str, cols: list, always: list = ()) -> str:
+    """SQL for a row's args as JSON object text: ``cols`` (key, SQL expression, kind: 'num',
+    'str' or 'raw' JSON text; NULLs left out) then the row's own args JSON.  Kineto rows keep
+    their original args alone (the columns were read from them, in the same spelling); other
+    formats' args hold only what no column took, so both go in.  ``always`` keys go in for every
+    row.  NULL when empty.  (String concatenation: DuckDB's JSON functions cost µs per row.)"""
+
+    def pair(k, e, kind):
+        v = {"num": f"({e})::VARCHAR", "str": f"to_json({e})::VARCHAR", "raw": f"({e})"}[kind]
+        key = orjson.dumps(k).decode().replace("'", "''")
+        return f"CASE WHEN ({e}) IS NOT NULL THEN '{key}:' || {v} END"
+
+    def obj(pairs):
+        return "concat_ws(',', " + ", ".join(pair(*x) for x in pairs) + ")" if pairs else "''"
+
+    # JSON text holds raw newlines only between tokens (Kineto writes one arg per line): drop them,
+    # one event per line
+    raw = f"replace({alias}.args::VARCHAR, chr(10), '')"
+    inner = f"CASE WHEN {raw} LIKE '{{%}}' THEN nullif(trim({raw}[2:-2]), '') END"
+    ext = obj(always)
+    own = f"nullif('{{' || concat_ws(',', nullif({ext}, ''), nullif({obj(cols)}, ''), {inner}) || '}}', '{{}}')"
+    if always:
+        kin = f"CASE WHEN {ext} = '' THEN {raw} ELSE '{{' || concat_ws(',', {ext}, {inner}) || '}}' END"
+    else:
+        kin = raw
+    return f"CASE WHEN s.kin AND {alias}.args IS NOT NULL THEN {kin} ELSE {own} END"
+
+
+_DIGIT_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN = b"0" * 19
+
+
+def _maybe_big(data: bytes) -> bool:
+    """True when data may hold an integer outside int64: a run of 19+ digits (found at C speed
+    on a copy with every digit turned into '0') whose value is out of range.  Digit runs inside
+    strings or fractions only cost the careful per-line path."""
+    t = data.translate(_DIGIT_TO_0)
+    i = t.find(_NINETEEN)
+    n = len(t)
+    while i >= 0:
+        j = i + 19
+        while j < n and t[j] == 48:
+            j += 1
+        v = int(data[i:j])
+        if i > 0 and data[i - 1] == 45:  # '-'
+            v = -v
+        if not INT64_MIN <= v <= INT64_MAX:
+            return True
+        i = t.find(_NINETEEN, j)
+    return False
+
+
+def _fix_lines(lines: list[str]) -> list[str]:
+    """JSON event lines whose args hold integers outside int64: those become strings."""
+    import json
+
+    out = []
+    for ln in lines:
+        if _has_big_int(ln):
+            ev = json.loads(ln)
+            if "args" in ev:
+                ev["args"] = _fix_ints(ev["args"])
+            ln = orjson.dumps(ev).decode()
+        out.append(ln)
+    return out
+
+
+def _fix_big_ints(text: str) -> str:
+    """Args JSON whose integers outside int64 become strings (Perfetto reads them as -1.0)."""
+    import json
+
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return text
+    return orjson.dumps(_fix_ints(d)).decode()
 
 
 def _fix_ints(v):
@@ -450,11 +522,15 @@ def _fix_ints(v):
 
 
 class JsonWriter:
-    """Chrome JSON, object form; metadata events (M) at the end once every track is known."""
+    """Chrome JSON, object form.  Event text is built by DuckDB around the pid/tid (``pre`` and
+    ``post``), so Python only places each row on its track and concatenates; metadata events (M)
+    go at the end, once every track is known."""
+
+    text = True  # wants the SQL-built pre/post columns
 
     def __init__(self, sink: Sink):
         self.sink = sink
-        self.buf: list[bytes] = []
+        self.buf: list[str] = []
         self.first = True
         self.slices = self.flows = self.samples = 0
         self.procs: list[Process] = []
@@ -467,6 +543,7 @@ class JsonWriter:
 
     def on_thread(self, t: Track):
         self.tracks.append(t)
+        t.end_packet = f'"pid":{t.pid},"tid":{t.tid},'
 
     def on_counter_track(self, t: Track, name, key, unit):
         pass
@@ -475,39 +552,29 @@ class JsonWriter:
         pass
 
     # events
-    def slice(self, t: Track, ts: int, dur: int, name, cat, args, out_links=None, in_link=None,
-              instant=False):
-        ev = {"ph": "i" if instant else "X", "cat": cat or "other", "name": name or "[No name]",
-              "pid": t.pid, "tid": t.tid, "ts": ts / 1000}
-        if instant:
-            ev["s"] = "t"
-        else:
-            ev["dur"] = dur / 1000
+    def line(self, t: Track, pre: str, post: str, args: str | None, n_out: int):
         if args:
-            ev["args"] = args
-        if out_links is not None:  # flow v2: one flow_out, a flow_in on each GPU op (fan-out)
-            ev["bind_id"] = out_links.start
-            ev["flow_out"] = True
-            self.flows += len(out_links)
-        elif in_link is not None:
-            ev["bind_id"] = in_link[1]
-            ev["flow_in"] = True
-        self.buf.append(_DUMPS(ev))
+            self.buf.append(f'{pre}{t.end_packet}{post},"args":{args}}}')
+        else:
+            self.buf.append(f"{pre}{t.end_packet}{post}}}")
         self.slices += 1
-        if len(self.buf) >= 4096:
+        self.flows += n_out
+        if len(self.buf) >= 8192:
             self.flush()
 
     def counter(self, t: Track, name: str, key: str, ts: int, value: float):
         self.buf.append(_DUMPS({"ph": "C", "name": name, "pid": t.pid, "ts": ts / 1000,
-                                "args": {key: value}}))
+                                "args": {key: value}}).decode())
         self.samples += 1
-        if len(self.buf) >= 4096:
+        if len(self.buf) >= 8192:
             self.flush()
 
     def flush(self):
         if not self.buf:
             return
-        data = b",\n".join(self.buf)
+        data = ",\n".join(self.buf).encode("utf-8", "surrogatepass")
+        if _maybe_big(data):
+            data = ",\n".join(_fix_lines(self.buf)).encode("utf-8", "surrogatepass")
         self.buf = []
         if b"\x7f" in data:  # Perfetto's tokenizer rejects raw DEL; it only occurs inside strings
             data = data.replace(b"\x7f", b"\\u007f")
@@ -518,19 +585,22 @@ class JsonWriter:
 
     def finish(self, top: dict):
         for p in self.procs:
-            self.buf.append(_DUMPS({"ph": "M", "name": "process_name", "pid": p.pid, "ts": 0,
-                                    "args": {"name": p.name}}))
-            self.buf.append(_DUMPS({"ph": "M", "name": "process_sort_index", "pid": p.pid, "ts": 0,
-                                    "args": {"sort_index": p.sort}}))
+            for ev in ({"ph": "M", "name": "process_name", "pid": p.pid, "ts": 0, "args": {"name": p.name}},
+                       {"ph": "M", "name": "process_sort_index", "pid": p.pid, "ts": 0,
+                        "args": {"sort_index": p.sort}}):
+                self.buf.append(_DUMPS(ev).decode())
         for t in self.tracks:
-            self.buf.append(_DUMPS({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid,
-                                    "ts": 0, "args": {"name": t.name}}))
-            self.buf.append(_DUMPS({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid,
-                                    "ts": 0, "args": {"sort_index": t.sort}}))
+            for ev in ({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid, "ts": 0,
+                        "args": {"name": t.name}},
+                       {"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid, "ts": 0,
+                        "args": {"sort_index": t.sort}}):
+                self.buf.append(_DUMPS(ev).decode())
         self.flush()
+        # the keys after the events on one line: no "},\n" there, which line-oriented readers
+        # (tracekit's Kineto adapter among them) take for an event boundary
         tail = b"\n]"
         for k, v in top.items():
-            tail += b",\n" + _DUMPS(k) + b":" + _DUMPS(v)
+            tail += b"," + _DUMPS(k) + b":" + _DUMPS(v)
         self.sink.write(tail + b"}\n")
 
 
@@ -547,13 +617,15 @@ TE_CAT_IIDS, TE_NAME_IID, TE_TYPE, TE_TRACK, TE_DOUBLE_VALUE = 3, 10, 9, 11, 44
 TE_DEBUG, TE_FLOW_IDS, TE_TERM_FLOW_IDS, TE_CORRELATION = 4, 47, 48, 52
 TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 ID_CATS, ID_NAMES, ID_ARG_NAMES = 1, 2, 3
-DA_NAME_IID, DA_BOOL, DA_INT, DA_DOUBLE, DA_STRING, DA_DICT, DA_ARRAY = 1, 2, 4, 5, 6, 11, 12
+DA_NAME_IID, DA_LEGACY_JSON = 1, 9
 SEQ = 1
 
 
 class ProtoWriter:
     """Perfetto TrackEvent protobuf: one packet sequence, interned names, categories and arg
     names; descriptors written before the first event of each track."""
+
+    text = False
 
     def __init__(self, sink: Sink):
         self.sink = sink
@@ -609,31 +681,6 @@ class ProtoWriter:
             new.append((iid, s))
         return iid
 
-    def _annotation(self, k: str, v, new_args) -> bytes:
-        body = pw.f_varint(DA_NAME_IID, self._intern(self.arg_names, k, new_args))
-        return body + self._value(v, new_args)
-
-    def _value(self, v, new_args) -> bytes:
-        if isinstance(v, bool):
-            return pw.f_bool(DA_BOOL, v)
-        if isinstance(v, int):
-            if -INT64_MAX - 1 <= v <= INT64_MAX:
-                return pw.f_varint(DA_INT, v)
-            return pw.f_str(DA_STRING, str(v))
-        if isinstance(v, float):
-            return pw.f_double(DA_DOUBLE, v) if math.isfinite(v) else pw.f_str(DA_STRING, str(v))
-        if isinstance(v, str):
-            return pw.f_str(DA_STRING, v)
-        if isinstance(v, dict):
-            return b"".join(pw.f_bytes(DA_DICT, self._annotation(str(k), x, new_args))
-                            for k, x in v.items()) or pw.f_str(DA_STRING, "{}")
-        if isinstance(v, list):
-            return b"".join(pw.f_bytes(DA_ARRAY, self._value(x, new_args)) for x in v) \
-                or pw.f_str(DA_STRING, "[]")
-        if v is None:
-            return pw.f_str(DA_STRING, "null")
-        return pw.f_str(DA_STRING, str(v))
-
     def _interned_data(self, new_names, new_cats, new_args) -> bytes:
         body = b""
         for iid, s in new_cats:
@@ -648,21 +695,23 @@ class ProtoWriter:
     def end(self, t: Track, ts: int):
         self._packet(pw.f_varint(TP_TIMESTAMP, ts) + t.end_packet)
 
-    def slice(self, t: Track, ts: int, dur: int, name, cat, args, out_links=None, in_link=None,
+    def slice(self, t: Track, ts: int, name, cat, args: str | None, out_links=None, in_link=None,
               instant=False):
+        """args: a JSON object as text, written as one debug annotation "args" whose
+        legacy_json_value trace processor flattens into debug.args.* (like JSON's args.*)."""
         new_names, new_cats, new_args = [], [], []
         te = pw.f_varint(TE_TYPE, TYPE_INSTANT if instant else TYPE_BEGIN) + pw.f_varint(TE_TRACK, t.uuid) \
             + pw.f_varint(TE_NAME_IID, self._intern(self.names, name or "[No name]", new_names)) \
             + pw.f_varint(TE_CAT_IIDS, self._intern(self.cats, cat or "other", new_cats))
         if args:
-            te += b"".join(pw.f_bytes(TE_DEBUG, self._annotation(str(k), v, new_args))
-                           for k, v in args.items())
+            te += pw.f_bytes(TE_DEBUG, pw.f_varint(DA_NAME_IID, self._intern(self.arg_names, "args", new_args))
+                             + pw.f_str(DA_LEGACY_JSON, args))
         if out_links is not None:
             for fid in out_links:
                 te += pw.f_fixed64(TE_FLOW_IDS, fid)
             self.flows += len(out_links)
         elif in_link is not None:
-            te += pw.f_fixed64(TE_TERM_FLOW_IDS, in_link[0])
+            te += pw.f_fixed64(TE_TERM_FLOW_IDS, in_link)
         pkt = pw.f_varint(TP_TIMESTAMP, ts) + pw.f_bytes(TP_TRACK_EVENT, te)
         if new_names or new_cats or new_args:
             pkt += self._interned_data(new_names, new_cats, new_args)
@@ -800,7 +849,8 @@ class _Exporter:
         sel = self.sources
         tbl = pa.table({"source_id": pa.array(list(sel), pa.int32()),
                         "off": pa.array([s["offset"] for s in sel.values()], pa.int64()),
-                        "ord": pa.array([s["ord"] for s in sel.values()], pa.int32())})
+                        "ord": pa.array([s["ord"] for s in sel.values()], pa.int32()),
+                        "kin": pa.array([s["format"] == "kineto" for s in sel.values()], pa.bool_())})
         con.register("tk_src_arrow", tbl)
         con.execute("CREATE OR REPLACE TEMP TABLE tk_src AS SELECT * FROM tk_src_arrow")
         con.unregister("tk_src_arrow")
@@ -859,7 +909,11 @@ class _Exporter:
         con.execute("""
             CREATE OR REPLACE TEMP TABLE tk_launch AS
             SELECT api_rowid, min(link_id) AS first_link, count(*) AS n_links FROM tk_links GROUP BY api_rowid""")
-        self.bound_join, self.bound_expr = _bound_sql(con)
+        bound = _bound_sql(con)
+        self.bound_join, self.bound_expr = "", "NULL::VARCHAR"
+        if bound:  # computed once: the bound views are not cheap
+            con.execute(f"CREATE OR REPLACE TEMP TABLE tk_bound AS {bound[0]}")
+            self.bound_join, self.bound_expr = f" LEFT JOIN tk_bound tkb ON {bound[1]}", "tkb.bound::VARCHAR"
 
     def names(self):
         con = self.con
@@ -882,64 +936,88 @@ class _Exporter:
         return proc_names, thread_names, dev_names
 
     # -- streams ---------------------------------------------------------------------------------
-    def host(self, L: Layout, w):
-        W = self._win
-        sql = f"""
-            SELECT 0 AS kind, s.ord, a.source_id, a.pid, a.tid, a.start_ns + s.off - $t0 AS ts, a.dur_ns AS dur,
-                   a.name, a.api AS cat, a.correlation_id AS corr, a.external_id AS ext, a.args::VARCHAR AS args,
-                   l.first_link, l.n_links, false AS instant
-            FROM api_calls a JOIN tk_src s USING (source_id) LEFT JOIN tk_launch l ON l.api_rowid = a.rowid
-            WHERE {W('a')}
-            UNION ALL
-            SELECT 1, s.ord, e.source_id, e.pid, e.tid, e.start_ns + s.off - $t0, e.dur_ns, e.name, e.category,
-                   e.correlation_id, e.external_id, e.args::VARCHAR, NULL, NULL, coalesce(e.is_instant, false)
-            FROM events e JOIN tk_src s USING (source_id)
-            WHERE e.device_id IS NULL AND e.stream_id IS NULL AND {W('e')}
-            ORDER BY ord, (pid IS NULL OR pid < 1), pid, (tid IS DISTINCT FROM pid), tid NULLS LAST, ts, dur DESC, kind DESC"""
-        record = isinstance(w, ProtoWriter)
+    # One query per source and stream kind, ordered by track, then (ts, longer first); DuckDB
+    # builds the args text (string concatenation: its JSON functions cost µs per row) and, for
+    # JSON, the event text around pid/tid.  Memory: DuckDB sorts one source at a time, Python
+    # holds one Arrow batch.
+    _TEXT = """,
+        '{"ph":"' || CASE WHEN instant THEN 'i","s":"t' ELSE 'X' END || '","cat":'
+          || to_json(coalesce(cat, 'other')) || ',"name":' || to_json(coalesce(nullif(name, ''), '[No name]'))
+          || ',' AS pre,
+        '"ts":' || (ts // 1000) || '.' || lpad((ts % 1000)::VARCHAR, 3, '0')
+          || CASE WHEN instant OR dur < 0 THEN ''
+                  ELSE ',"dur":' || (dur // 1000) || '.' || lpad((dur % 1000)::VARCHAR, 3, '0') END
+          || CASE WHEN out_first IS NOT NULL THEN ',"bind_id":' || out_first || ',"flow_out":true'
+                  WHEN in_link IS NOT NULL THEN ',"bind_id":' || in_bind || ',"flow_in":true' ELSE '' END AS post"""
+
+    def _wrap(self, w, inner: str, order: str) -> str:
+        text = self._TEXT if w.text else ""
+        return f"SELECT * {text} FROM ({inner}) ORDER BY {order}"
+
+    def _stream(self, w, sql: str, key_cols: tuple, make_track, nest) -> None:
+        json_mode = w.text
+        record = not json_mode
+        skipped = self.r.skipped
         cur = None
         lanes = None
         tracks: list = []
-        for batch in self.reader(sql, t0=self.t0):
-            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
-            kinds, sids, pids, tids = c["kind"], c["source_id"], c["pid"], c["tid"]
-            tss, durs, names, cats = c["ts"], c["dur"], c["name"], c["cat"]
-            corrs, exts, argss, firsts, nls, insts = (c["corr"], c["ext"], c["args"], c["first_link"],
-                                                       c["n_links"], c["instant"])
-            for i in range(len(kinds)):
-                key = (sids[i], pids[i], tids[i])
+        n = 0  # JSON lines appended and not yet counted
+        for batch in self.reader(sql, t0=self.t0, sid=self.sid):
+            c = batch.to_pydict()
+            keys = list(zip(*(c[k] for k in key_cols)))
+            tss, durs, insts, argss = c["ts"], c["dur"], c["instant"], c["args"]
+            outs, outn, ins = c["out_first"], c["out_n"], c["in_link"]
+            if not json_mode and _maybe_big("\n".join(a for a in argss if a).encode()):
+                argss = [_fix_big_ints(a) if a and _has_big_int(a) else a for a in argss]
+            if json_mode:
+                pres, posts = c["pre"], c["post"]
+                buf = w.buf
+                buf_append = buf.append
+            else:
+                names, cats = c["name"], c["cat"]
+            for i in range(len(keys)):
+                key = keys[i]
                 if key != cur:
                     if lanes is not None:
                         self._close(lanes, tracks, w)
-                    cur, lanes, tracks = key, Lanes(True, record), []
-                ts, dur = tss[i], durs[i]
+                    cur, lanes, tracks = key, Lanes(nest(key), record), []
+                    place, place_instant = lanes.place, lanes.place_instant
+                ts = tss[i]
+                dur = durs[i]
                 if dur is None or dur < 0:
-                    self.r.skipped["host events with a negative or missing duration"] += 1
+                    skipped["rows with a negative or missing duration"] += 1
                     continue
-                inst = insts[i]
-                lane = lanes.place_instant(ts) if inst else lanes.place(ts, ts + dur)
+                lane = place_instant(ts) if insts[i] else place(ts, ts + dur)
                 if record and lanes.ended:
                     self._ends(lanes, tracks, w)
-                while len(tracks) <= lane:
-                    tracks.append(L.host_thread(key[0], key[1], key[2], len(tracks)))
-                t = tracks[lane]
-                args = _load_args(argss[i])
-                if kinds[i] == 0:
-                    cat = _API_CAT.get(cats[i], cats[i] or "cuda_api")
-                    a = {"correlation": corrs[i]} if corrs[i] is not None else {}
-                    if exts[i] is not None:
-                        a["External id"] = exts[i]
-                    args = {**args, **a} if args else a
-                    first = firsts[i]
-                    if first is not None:
-                        n = nls[i]
-                        w.slice(t, ts, dur, names[i], cat, args or None, out_links=range(first, first + n))
+                if lane >= len(tracks):
+                    while len(tracks) <= lane:
+                        tracks.append(make_track(key, len(tracks)))
+                args = argss[i]
+                if json_mode:
+                    pt = tracks[lane].end_packet
+                    if args:
+                        buf_append(f'{pres[i]}{pt}{posts[i]},"args":{args}}}')
                     else:
-                        w.slice(t, ts, dur, names[i], cat, args or None)
+                        buf_append(f"{pres[i]}{pt}{posts[i]}}}")
+                    n += 1
+                    if len(buf) >= 8192:
+                        w.slices += n
+                        n = 0
+                        w.flush()
+                        buf = w.buf
+                        buf_append = buf.append
                 else:
-                    w.slice(t, ts, dur, names[i], cats[i], args, instant=inst)
+                    first = outs[i]
+                    w.slice(tracks[lane], ts, names[i], cats[i], args,
+                            out_links=range(first, first + outn[i]) if first is not None else None,
+                            in_link=ins[i], instant=insts[i])
+            if json_mode:
+                w.flows += sum(x for x in outn if x)
         if lanes is not None:
             self._close(lanes, tracks, w)
+        if json_mode:
+            w.slices += n
 
     def _ends(self, lanes: Lanes, tracks, w):
         for lane, end in lanes.ended:
@@ -951,159 +1029,95 @@ class _Exporter:
         if lanes.ended:
             self._ends(lanes, tracks, w)
 
+    def host(self, L: Layout, w):
+        W = self._win
+        api_args = _args_sql("a", [("correlation", "a.correlation_id", "num"),
+                                   ("External id", "a.external_id", "num")])
+        inner = f"""
+            SELECT 0 AS kind, a.source_id, a.pid, a.tid, a.start_ns + s.off - $t0 AS ts, a.dur_ns AS dur,
+                   false AS instant, a.name, coalesce(CASE a.api WHEN 'hip_runtime' THEN 'cuda_runtime' ELSE a.api END,
+                                                      'cuda_api') AS cat, {api_args} AS args,
+                   l.first_link AS out_first, l.n_links AS out_n, NULL::BIGINT AS in_link, NULL::BIGINT AS in_bind
+            FROM api_calls a JOIN tk_src s USING (source_id) LEFT JOIN tk_launch l ON l.api_rowid = a.rowid
+            WHERE a.source_id = $sid AND {W('a')}
+            UNION ALL
+            SELECT 1, e.source_id, e.pid, e.tid, e.start_ns + s.off - $t0, e.dur_ns,
+                   coalesce(e.is_instant, false), e.name, e.category, {_args_sql("e", [])}, NULL, NULL, NULL, NULL
+            FROM events e JOIN tk_src s USING (source_id)
+            WHERE e.source_id = $sid AND e.device_id IS NULL AND e.stream_id IS NULL AND {W('e')}"""
+        sql = self._wrap(w, inner, "(pid IS NULL OR pid < 1), pid, (tid IS DISTINCT FROM pid), "
+                                   "tid NULLS LAST, ts, dur DESC, kind DESC")
+        self._stream(w, sql, ("source_id", "pid", "tid"),
+                     lambda k, lane: L.host_thread(k[0], k[1], k[2], lane), lambda k: True)
+
     def gpu(self, L: Layout, w):
         W, D = self._win, self._dev
-        sql = f"""
-            SELECT 0 AS kind, s.ord, k.source_id, k.device_id, k.stream_id, k.start_ns + s.off - $t0 AS ts,
-                   k.dur_ns AS dur, k.name, k.correlation_id AS corr, k.external_id AS ext, k.args::VARCHAR AS args,
-                   l.link_id, l.link_rank, k.context_id AS ctx, k.grid_x, k.grid_y, k.grid_z,
-                   k.block_x, k.block_y, k.block_z, k.registers_per_thread AS regs, k.shared_bytes AS smem,
-                   k.static_shared_bytes AS smem_static, k.dynamic_shared_bytes AS smem_dynamic,
-                   k.graph_id, k.graph_node_id, k.launch_type,
-                   NULL::VARCHAR AS memkind, NULL::VARCHAR AS copy_kind, NULL::VARCHAR AS src_kind,
-                   NULL::VARCHAR AS dst_kind, NULL::BIGINT AS bytes, {self.bound_expr} AS bound
+        common = [("device", "{t}.device_id", "num"), ("stream", "{t}.stream_id", "num"),
+                  ("context", "{t}.context_id", "num"), ("correlation", "{t}.correlation_id", "num"),
+                  ("External id", "{t}.external_id", "num")]
+        k_args = _args_sql("k", [(n, e.format(t="k"), kd) for n, e, kd in common] + [
+            ("grid", "'[' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z || ']'", "raw"),
+            ("block", "'[' || k.block_x || ',' || k.block_y || ',' || k.block_z || ']'", "raw"),
+            ("registers per thread", "k.registers_per_thread", "num"),
+            ("shared memory", "k.shared_bytes", "num"),
+            ("static shared memory", "k.static_shared_bytes", "num"),
+            ("dynamic shared memory", "k.dynamic_shared_bytes", "num"),
+            ("graph id", "k.graph_id", "num"), ("graph node id", "k.graph_node_id", "num"),
+            ("launch type", "k.launch_type", "num")],
+            always=[("ncu", f"'{{\"bound\":' || to_json({self.bound_expr}) || '}}'", "raw")])
+        m_args = _args_sql("m", [(n, e.format(t="m"), kd) for n, e, kd in common] + [
+            ("bytes", "m.bytes", "num"),
+            ("GB/s", "CASE WHEN m.dur_ns > 0 THEN round(m.bytes / m.dur_ns, 3) END", "num"),
+            ("copy kind", "m.copy_kind", "str"), ("src kind", "m.src_kind", "str"),
+            ("dst kind", "m.dst_kind", "str"), ("graph node id", "m.graph_node_id", "num")])
+        inner = f"""
+            SELECT 0 AS kind, k.source_id, k.device_id, k.stream_id, k.start_ns + s.off - $t0 AS ts,
+                   k.dur_ns AS dur, false AS instant, k.name, 'kernel' AS cat, {k_args} AS args,
+                   NULL::BIGINT AS out_first, NULL::BIGINT AS out_n, l.link_id AS in_link,
+                   l.link_id - l.link_rank AS in_bind
             FROM kernels k JOIN tk_src s USING (source_id)
                  LEFT JOIN tk_links l ON l.tbl = 'k' AND l.g_rowid = k.rowid {self.bound_join}
-            WHERE {W('k')} AND {D('k')}
+            WHERE k.source_id = $sid AND {W('k')} AND {D('k')}
             UNION ALL
-            SELECT 1, s.ord, m.source_id, m.device_id, m.stream_id, m.start_ns + s.off - $t0, m.dur_ns, m.name,
-                   m.correlation_id, m.external_id, m.args::VARCHAR, l.link_id, l.link_rank, m.context_id,
-                   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, m.graph_node_id, NULL,
-                   m.kind, m.copy_kind, m.src_kind, m.dst_kind, m.bytes, NULL
+            SELECT 1, m.source_id, m.device_id, m.stream_id, m.start_ns + s.off - $t0, m.dur_ns, false,
+                   m.name, CASE m.kind WHEN 'memcpy' THEN 'gpu_memcpy' WHEN 'memset' THEN 'gpu_memset'
+                                       ELSE coalesce(m.kind, 'memop') END, {m_args},
+                   NULL, NULL, l.link_id, l.link_id - l.link_rank
             FROM memops m JOIN tk_src s USING (source_id)
                  LEFT JOIN tk_links l ON l.tbl = 'm' AND l.g_rowid = m.rowid
-            WHERE {W('m')} AND {D('m')}
-            ORDER BY ord, device_id NULLS LAST, stream_id NULLS LAST, ts, dur DESC, kind"""
-        record = isinstance(w, ProtoWriter)
-        cur = None
-        lanes = None
-        tracks: list = []
-        for batch in self.reader(sql, t0=self.t0):
-            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
-            kinds, sids, devs, streams = c["kind"], c["source_id"], c["device_id"], c["stream_id"]
-            tss, durs, names = c["ts"], c["dur"], c["name"]
-            corrs, exts, argss, links, ranks, ctxs = (c["corr"], c["ext"], c["args"], c["link_id"],
-                                                      c["link_rank"], c["ctx"])
-            gx, gy, gz, bx, by, bz = c["grid_x"], c["grid_y"], c["grid_z"], c["block_x"], c["block_y"], c["block_z"]
-            regs, smem, sms, smd = c["regs"], c["smem"], c["smem_static"], c["smem_dynamic"]
-            gids, gnids, lts, bounds = c["graph_id"], c["graph_node_id"], c["launch_type"], c["bound"]
-            mks, cks, sks, dks, nbs = c["memkind"], c["copy_kind"], c["src_kind"], c["dst_kind"], c["bytes"]
-            for i in range(len(kinds)):
-                key = (sids[i], devs[i], streams[i])
-                if key != cur:
-                    if lanes is not None:
-                        self._close(lanes, tracks, w)
-                    cur, lanes, tracks = key, Lanes(False, record), []
-                ts, dur = tss[i], durs[i]
-                if dur is None or dur < 0:
-                    self.r.skipped["GPU operations with a negative or missing duration"] += 1
-                    continue
-                lane = lanes.place(ts, ts + dur)
-                if record and lanes.ended:
-                    self._ends(lanes, tracks, w)
-                while len(tracks) <= lane:
-                    tracks.append(L.gpu_thread(key[0], key[1], "stream", key[2], len(tracks)))
-                t = tracks[lane]
-                args = _load_args(argss[i]) or {}
-                a = {"device": devs[i], "stream": streams[i]}
-                if ctxs[i] is not None:
-                    a["context"] = ctxs[i]
-                if corrs[i] is not None:
-                    a["correlation"] = corrs[i]
-                if exts[i] is not None:
-                    a["External id"] = exts[i]
-                if kinds[i] == 0:
-                    cat = "kernel"
-                    if gx[i] is not None:
-                        a["grid"] = [gx[i], gy[i], gz[i]]
-                    if bx[i] is not None:
-                        a["block"] = [bx[i], by[i], bz[i]]
-                    if regs[i] is not None:
-                        a["registers per thread"] = regs[i]
-                    if smem[i] is not None:
-                        a["shared memory"] = smem[i]
-                    if sms[i] is not None:
-                        a["static shared memory"] = sms[i]
-                    if smd[i] is not None:
-                        a["dynamic shared memory"] = smd[i]
-                    if gids[i] is not None:
-                        a["graph id"] = gids[i]
-                    if lts[i] is not None:
-                        a["launch type"] = lts[i]
-                    if bounds[i] is not None:
-                        a["ncu"] = {"bound": bounds[i]}
-                else:
-                    cat = _MEMOP_CAT.get(mks[i], mks[i] or "memop")
-                    if nbs[i] is not None:
-                        a["bytes"] = nbs[i]
-                        if dur > 0:
-                            a["GB/s"] = round(nbs[i] / dur, 3)
-                    if cks[i] is not None:
-                        a["copy kind"] = cks[i]
-                    if sks[i] is not None:
-                        a["src kind"] = sks[i]
-                    if dks[i] is not None:
-                        a["dst kind"] = dks[i]
-                if gnids[i] is not None:
-                    a["graph node id"] = gnids[i]
-                args.update(a)
-                link = links[i]
-                if link is None:
-                    w.slice(t, ts, dur, names[i], cat, args)
-                else:
-                    w.slice(t, ts, dur, names[i], cat, args, in_link=(link, link - ranks[i]))
-        if lanes is not None:
-            self._close(lanes, tracks, w)
+            WHERE m.source_id = $sid AND {W('m')} AND {D('m')}"""
+        sql = self._wrap(w, inner, "device_id NULLS LAST, stream_id NULLS LAST, ts, dur DESC, kind")
+        self._stream(w, sql, ("source_id", "device_id", "stream_id"),
+                     lambda k, lane: L.gpu_thread(k[0], k[1], "stream", k[2], lane), lambda k: False)
 
     def gpu_side(self, L: Layout, w):
         """GPU annotations and sync records, next to their stream."""
         W, D = self._win, self._dev
-        sql = f"""
-            SELECT 'annot' AS kind, s.ord, e.source_id, e.device_id, e.stream_id, e.start_ns + s.off - $t0 AS ts,
-                   e.dur_ns AS dur, e.name, e.category AS cat, e.correlation_id AS corr, e.external_id AS ext,
-                   e.args::VARCHAR AS args, NULL::VARCHAR AS sync_type, coalesce(e.is_instant, false) AS instant
+        e_args = _args_sql("e", [("device", "e.device_id", "num"), ("stream", "e.stream_id", "num"),
+                                 ("correlation", "e.correlation_id", "num"),
+                                 ("External id", "e.external_id", "num")])
+        y_args = _args_sql("y", [("device", "y.device_id", "num"), ("stream", "y.stream_id", "num"),
+                                 ("correlation", "y.correlation_id", "num"), ("sync type", "y.sync_type", "str"),
+                                 ("wait_on_cuda_event_id", "y.event_id", "num")])
+        inner = f"""
+            SELECT 'annot' AS kind, e.source_id, e.device_id, e.stream_id, e.start_ns + s.off - $t0 AS ts,
+                   e.dur_ns AS dur, coalesce(e.is_instant, false) AS instant, e.name, e.category AS cat,
+                   {e_args} AS args, NULL::BIGINT AS out_first, NULL::BIGINT AS out_n, NULL::BIGINT AS in_link,
+                   NULL::BIGINT AS in_bind
             FROM events e JOIN tk_src s USING (source_id)
-            WHERE (e.device_id IS NOT NULL OR e.stream_id IS NOT NULL) AND {W('e')} AND {D('e')}
+            WHERE e.source_id = $sid AND (e.device_id IS NOT NULL OR e.stream_id IS NOT NULL)
+              AND {W('e')} AND {D('e')}
             UNION ALL
-            SELECT 'sync', s.ord, y.source_id, y.device_id, y.stream_id, y.start_ns + s.off - $t0, y.dur_ns,
+            SELECT 'sync', y.source_id, y.device_id, y.stream_id, y.start_ns + s.off - $t0, y.dur_ns, false,
                    CASE y.sync_type WHEN 'stream_sync' THEN 'Stream Sync' WHEN 'event_sync' THEN 'Event Sync'
                         WHEN 'context_sync' THEN 'Context Sync' WHEN 'stream_wait_event' THEN 'Stream Wait Event'
                         ELSE coalesce(y.sync_type, 'sync') END,
-                   'cuda_sync', y.correlation_id, NULL, y.args::VARCHAR, y.sync_type, false
+                   'cuda_sync', {y_args}, NULL, NULL, NULL, NULL
             FROM syncs y JOIN tk_src s USING (source_id)
-            WHERE {W('y')} AND {D('y')}
-            ORDER BY ord, device_id NULLS LAST, kind, stream_id NULLS LAST, ts, dur DESC"""
-        record = isinstance(w, ProtoWriter)
-        cur = None
-        lanes = None
-        tracks: list = []
-        for batch in self.reader(sql, t0=self.t0):
-            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
-            for i in range(batch.num_rows):
-                kind = c["kind"][i]
-                key = (c["source_id"][i], c["device_id"][i], kind, c["stream_id"][i])
-                if key != cur:
-                    if lanes is not None:
-                        self._close(lanes, tracks, w)
-                    cur, lanes, tracks = key, Lanes(kind == "annot", record), []
-                ts, dur, inst = c["ts"][i], c["dur"][i], c["instant"][i]
-                if dur is None or dur < 0:
-                    self.r.skipped["GPU operations with a negative or missing duration"] += 1
-                    continue
-                lane = lanes.place_instant(ts) if inst else lanes.place(ts, ts + dur)
-                if record and lanes.ended:
-                    self._ends(lanes, tracks, w)
-                while len(tracks) <= lane:
-                    tracks.append(L.gpu_thread(key[0], key[1], kind, key[3], len(tracks)))
-                args = _load_args(c["args"][i]) or {}
-                args.update({"device": key[1], "stream": key[3]})
-                if c["corr"][i] is not None:
-                    args["correlation"] = c["corr"][i]
-                if c["sync_type"][i] is not None:
-                    args["cuda_sync_kind"] = c["name"][i]
-                w.slice(tracks[lane], ts, dur, c["name"][i], c["cat"][i], args, instant=inst)
-        if lanes is not None:
-            self._close(lanes, tracks, w)
+            WHERE y.source_id = $sid AND {W('y')} AND {D('y')}"""
+        sql = self._wrap(w, inner, "device_id NULLS LAST, kind, stream_id NULLS LAST, ts, dur DESC")
+        self._stream(w, sql, ("source_id", "device_id", "kind", "stream_id"),
+                     lambda k, lane: L.gpu_thread(k[0], k[1], k[2], k[3], lane), lambda k: k[2] == "annot")
 
     # -- counters ------------------------------------------------------------------------------------
     def counters(self, L: Layout, w):
@@ -1237,10 +1251,14 @@ class _Exporter:
         try:
             w = JsonWriter(sink) if fmt == "json" else ProtoWriter(sink)
             L = Layout(w, self.sources, *self.names())
-            # host first: a launch and its GPU work at the same ts then keep file order
-            self.host(L, w)
-            self.gpu(L, w)
-            self.gpu_side(L, w)
+            # one source at a time, host first: a launch and its GPU work at the same ts (and
+            # dur) then keep file order
+            for src in sorted(self.sources.values(), key=lambda x: x["ord"]):
+                self.sid = src["source_id"]
+                self.host(L, w)
+                self.gpu(L, w)
+                self.gpu_side(L, w)
+            self.sid = None
             self.counters(L, w)
             w.flush()
             top = {"baseTimeNanoseconds": self.t0,
@@ -1267,17 +1285,22 @@ class _Exporter:
             self.r.warnings.append(
                 f"the exported span is {(max(ends) - self.t0) / 86400e9:.1f} days: beyond 11.5 days "
                 "Perfetto's JSON reader loses ns precision; export fewer sources or a .pftrace")
-        for t in ("tk_links", "tk_launch", "tk_pairs", "tk_src"):
+        for t in ("tk_links", "tk_launch", "tk_pairs", "tk_src", "tk_bound"):
             self.con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
-def _bound_sql(con) -> tuple[str, str]:
+def _bound_sql(con) -> tuple[str, str] | None:
     """ncu's bound per kernel, from the `hotspots_bound` view (per source and name) or the
-    `kernel_bounds` view (per kernel short name) when another part of tracekit provides one."""
+    `kernel_bounds` view (per kernel short name) when another part of tracekit provides one and
+    the store holds ncu results."""
     try:
         have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        if not have & {"hotspots_bound", "kernel_bounds"}:
+            return None
+        if not con.execute("SELECT count(*) FROM (SELECT 1 FROM ncu_kernels LIMIT 1)").fetchall()[0][0]:
+            return None
     except Exception:  # noqa: BLE001
-        return "", "NULL::VARCHAR"
+        return None
 
     def cols(v):
         try:
@@ -1305,8 +1328,8 @@ def _bound_sql(con) -> tuple[str, str]:
             con.execute(f"SELECT * FROM ({sub}) LIMIT 0").fetchall()
         except Exception:  # noqa: BLE001
             continue
-        return f" LEFT JOIN ({sub}) tkb ON {on}", "tkb.bound::VARCHAR"
-    return "", "NULL::VARCHAR"
+        return sub, on
+    return None
 
 
 def export_perfetto(store, out: str | os.PathLike, options: ExportOptions | None = None) -> ExportResult:
@@ -1327,9 +1350,13 @@ def export_perfetto(store, out: str | os.PathLike, options: ExportOptions | None
     st = Store(store, read_only=True) if own else store
     t = time.perf_counter()
     result = ExportResult(path=str(path), format=fmt)
+    con = st.con
+    progress = con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
+    con.execute("SET enable_progress_bar = false")  # DuckDB would draw on stdout
     try:
-        _Exporter(st.con, opts, result).run(path, fmt)
+        _Exporter(con, opts, result).run(path, fmt)
     finally:
+        con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
         if own:
             st.close()
     result.seconds = time.perf_counter() - t
