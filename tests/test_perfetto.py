@@ -57,12 +57,29 @@ def fixture(rel: str) -> Path:
     return p
 
 
+_STORES: dict = {}
+
+
 def make_store(tmp_path: Path, *paths, name="s.duckdb") -> Path:
     db = tmp_path / name
     with Store(db) as st:
         for p in paths:
             st.convert(p)
     return db
+
+
+@pytest.fixture(scope="module")
+def cached_store(tmp_path_factory):
+    """cached_store(*paths): one converted store per input list for the whole module (the
+    exports only read it)."""
+
+    def get(*paths):
+        key = tuple(str(p) for p in paths)
+        if key not in _STORES:
+            _STORES[key] = make_store(tmp_path_factory.mktemp("store"), *paths)
+        return _STORES[key]
+
+    return get
 
 
 def check_lint(out: Path, r):
@@ -142,9 +159,9 @@ FIXTURE_SETS = {
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", list(FIXTURE_SETS))
-def test_fixture_export_loads_cleanly(tmp_path, name, fmt):
+def test_fixture_export_loads_cleanly(tmp_path, cached_store, name, fmt):
     paths = [fixture(p) for p in FIXTURE_SETS[name]]
-    db = make_store(tmp_path, *paths)
+    db = cached_store(*paths)
     out = tmp_path / f"{name}.{fmt}"
     r = export_and_check(db, out)
     # nothing dropped: every host and GPU row is a slice, every link an arrow
@@ -199,31 +216,31 @@ REAL_KINETO = realworld("kineto") if (REALWORLD / "kineto").is_dir() else []
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("path", REAL_KINETO or [None], ids=lambda p: p.name.split(".")[0] if p else "absent")
-def test_realworld_kineto_export(tmp_path, path, fmt):
+def test_realworld_kineto_export(tmp_path, cached_store, path, fmt):
     if path is None:
         pytest.skip(f"{REALWORLD / 'kineto'} is not present")
-    db = make_store(tmp_path, path)
+    db = cached_store(path)
     r = export_and_check(db, tmp_path / f"out.{fmt}")
     assert r.slices == host_rows(db) + gpu_rows(db)
     assert r.flows == expected_links(db)
 
 
-def test_overlapping_gpu_work_is_split_into_lanes(tmp_path):
+def test_overlapping_gpu_work_is_split_into_lanes(tmp_path, cached_store):
     """tracelens b200: GPU ops overlap on one stream (Perfetto v55 would drop 74 of them)."""
     p = REALWORLD / "kineto" / "tracelens__b200_eager_rank0.json.gz"
     if not p.exists():
         pytest.skip(f"{p} is not present")
-    db = make_store(tmp_path, p)
+    db = cached_store(p)
     r = export_and_check(db, tmp_path / "b200.json")
     assert r.extra_lanes >= 1
     assert any("lane 2" in n for n in r.threads.values())
 
 
-def test_graph_launch_fans_out_to_all_its_kernels(tmp_path):
+def test_graph_launch_fans_out_to_all_its_kernels(tmp_path, cached_store):
     p = REALWORLD / "kineto" / "tracelens__sglang_qwen3-8b_decode.json.gz"
     if not p.exists():
         pytest.skip(f"{p} is not present")
-    db = make_store(tmp_path, p)
+    db = cached_store(p)
     with tracekit.open(db) as st:
         biggest = st.sql("SELECT max(n) FROM (SELECT count(*) n FROM kernels GROUP BY correlation_id)").fetchall()[0][0]
     assert biggest > 100

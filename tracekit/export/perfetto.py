@@ -150,6 +150,7 @@ def output_format(path: str | os.PathLike, fmt: str | None = None) -> str:
 class Track:
     """One Perfetto thread track (pid, tid) or counter track; uuid for the proto writer."""
 
+    # end_packet: the proto writer's SLICE_END packet body; the JSON writer's '"pid":..,"tid":..,'
     __slots__ = ("pid", "tid", "name", "sort", "uuid", "process", "end_packet")
 
     def __init__(self, pid, tid, name, sort, uuid, process=None):
