@@ -251,6 +251,32 @@ def test_graph_launch_fans_out_to_all_its_kernels(tmp_path, cached_store):
         assert res[0].scalar() == biggest
 
 
+def test_ncu_bound_in_kernel_args(tmp_path):
+    """With ncu results matched to the timeline (the hotspots_bound view), each kernel's args carry
+    ncu's bound; the engine shows it as args.ncu.bound (JSON) / debug.args.ncu.bound (proto)."""
+    paths = [fixture("kineto/matmul.json.gz"), fixture("ncu/mm_details.csv")]
+    db = make_store(tmp_path, *paths)
+    with tracekit.open(db) as st:
+        views = {r[0] for r in st.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+        if "hotspots_bound" not in views:
+            pytest.skip("no hotspots_bound view in this tracekit")
+        want = st.sql("""SELECT count(*) FROM kernels k JOIN hotspots_bound h USING (source_id, name)
+                         WHERE h.bound IS NOT NULL""").fetchall()[0][0]
+    if not want:
+        pytest.skip("ncu matched no timeline kernel")
+    for fmt, key in (("json", "args.ncu.bound"), ("pftrace", "debug.args.ncu.bound")):
+        out = tmp_path / f"ncu.{fmt}"
+        r = export_and_check(db, out)
+        assert not r.warnings  # the ncu source has no timeline: no clock warning
+        if fmt == "json":
+            doc = json.loads(out.read_text())
+            got = [e["args"]["ncu"]["bound"] for e in doc["traceEvents"]
+                   if e.get("cat") == "kernel" and "ncu" in e.get("args", {})]
+            assert len(got) == want and set(got) <= {"memory", "compute", "latency", "balanced"}
+        res, _ = tp.run_queries(out, [f"SELECT count(*) FROM args WHERE key = '{key}'"])
+        assert res[0].scalar() == want
+
+
 # -- synthetic traces: lanes on host threads and GPU streams, odd ids --------------------------------
 def _kineto_file(path: Path, events, **top):
     doc = {"schemaVersion": 1, "traceEvents": events, **top}

@@ -792,7 +792,7 @@ class _Exporter:
             if "offset" not in s:
                 s["offset"] = ref - (s["start_ns"] or 0)
                 s["offset_from"] = "unknown clock: first event aligned to the earliest source"
-                if len(sel) > 1:
+                if len(sel) > 1 and s["start_ns"] is not None:
                     self.r.warnings.append(
                         f"source {sid} ({Path(s['path']).name}) has no known clock offset; its first "
                         f"event was aligned with the earliest source's. Use --align {sid}=OFFSET_NS "
