@@ -210,8 +210,9 @@ def test_same_trace_twice_gets_distinct_pids(tmp_path):
         assert r.flows == expected_links(db)
 
 
-# -- real-world Kineto traces ------------------------------------------------------------------------
+# -- real-world traces ------------------------------------------------------------------------------
 REAL_KINETO = realworld("kineto") if (REALWORLD / "kineto").is_dir() else []
+REAL_NSYS = [p for p in realworld("nsys") if p.suffix == ".sqlite"] if (REALWORLD / "nsys").is_dir() else []
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -219,6 +220,19 @@ REAL_KINETO = realworld("kineto") if (REALWORLD / "kineto").is_dir() else []
 def test_realworld_kineto_export(tmp_path, cached_store, path, fmt):
     if path is None:
         pytest.skip(f"{REALWORLD / 'kineto'} is not present")
+    db = cached_store(path)
+    r = export_and_check(db, tmp_path / f"out.{fmt}")
+    assert r.slices == host_rows(db) + gpu_rows(db)
+    assert r.flows == expected_links(db)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("path", REAL_NSYS or [None], ids=lambda p: p.name.split(".")[0] if p else "absent")
+def test_realworld_nsys_export(tmp_path, cached_store, path, fmt):
+    if path is None:
+        pytest.skip(f"{REALWORLD / 'nsys'} is not present")
+    if not HAVE_NSYS:
+        pytest.skip("tracekit/adapters/nsys.py does not exist yet: no nsys stores to export")
     db = cached_store(path)
     r = export_and_check(db, tmp_path / f"out.{fmt}")
     assert r.slices == host_rows(db) + gpu_rows(db)
