@@ -552,17 +552,7 @@ class JsonWriter:
     def end(self, track: Track, ts: int):
         pass
 
-    # events
-    def line(self, t: Track, pre: str, post: str, args: str | None, n_out: int):
-        if args:
-            self.buf.append(f'{pre}{t.end_packet}{post},"args":{args}}}')
-        else:
-            self.buf.append(f"{pre}{t.end_packet}{post}}}")
-        self.slices += 1
-        self.flows += n_out
-        if len(self.buf) >= 8192:
-            self.flush()
-
+    # events (slices: appended to buf directly by _Exporter._stream, the hot loop)
     def counter(self, t: Track, name: str, key: str, ts: int, value: float):
         self.buf.append(_DUMPS({"ph": "C", "name": name, "pid": t.pid, "ts": ts / 1000,
                                 "args": {key: value}}).decode())
@@ -1187,7 +1177,7 @@ class _Exporter:
             FROM bk GROUP BY ALL ORDER BY ord, device_id NULLS LAST, bi"""
         self._bucket_series(L, w, util, B, "GPU utilization", "%",
                             lambda row: round(100.0 * row["busy"] / B, 2), carry=False)
-        queue_sql = f"""
+        queue_sql = """
             WITH q AS (
               SELECT s.ord, k.source_id, k.device_id, a.start_ns + s.off - $t0 AS t, 1 AS d
               FROM tk_links l JOIN kernels k ON l.tbl = 'k' AND k.rowid = l.g_rowid
