@@ -307,7 +307,16 @@ class NsysAdapter(Adapter):
     def _strings(self) -> dict:
         if "StringIds" not in self.tables or not {"id", "value"} <= set(self.tables["StringIds"]):
             return {}
-        return dict(self._all("SELECT id, value FROM StringIds"))
+        out: dict = {}
+        bad = 0
+        for i, v in self._all("SELECT id, value FROM StringIds"):
+            if not _is_int64(i) or v is None:
+                bad += 1
+                continue
+            out[i] = v if isinstance(v, str) else _text(v) if isinstance(v, bytes) else str(v)
+        if bad:
+            self.repairs["StringIds: rows without an integer id or a value, ignored"] = bad
+        return out
 
     def _lookup(self, table: str, column: str, ids) -> pa.Array:
         """StringIds look-up of a column of ids, in Arrow (NULL where the id is unknown; counted)."""
@@ -378,17 +387,49 @@ class NsysAdapter(Adapter):
             if v is None:
                 arrays.append(pa.nulls(n, f.type))
             elif isinstance(v, pa.Array):
-                arrays.append(v if v.type == f.type else v.cast(f.type))
+                arrays.append(v if v.type == f.type else self._cast(table, f, v))
+            elif pa.types.is_string(f.type):
+                arrays.append(self._strs(table, f.name, v))
             else:
                 arrays.append(pa.array(v, f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=schema.table(table).arrow)
+
+    def _cast(self, table: str, f: pa.Field, v: pa.Array) -> pa.Array:
+        """Cast to the column type; integers that do not fit a narrower column become NULL
+        (counted in metadata.tracekit_repairs)."""
+        try:
+            return v.cast(f.type)
+        except (pa.ArrowInvalid, OverflowError):
+            if not (pa.types.is_integer(f.type) and pa.types.is_integer(v.type)):
+                raise
+        bits = f.type.bit_width
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if pa.types.is_signed_integer(f.type) else (0, 2 ** bits - 1)
+        fits = pc.and_(pc.greater_equal(v, lo), pc.less_equal(v, hi))
+        out = pc.if_else(fits, v, pa.scalar(None, v.type)).cast(f.type)
+        key = f"{table}.{f.name}: values beyond the column's range read as NULL"
+        self.repairs[key] = self.repairs.get(key, 0) + out.null_count - v.null_count
+        return out
+
+    def _strs(self, table: str, name: str, v) -> pa.Array:
+        """A list of values as text (bytes decoded with U+FFFD, numbers written out; counted)."""
+        try:
+            return pa.array(v, pa.string())
+        except _INT:
+            fixed = [x if x is None or isinstance(x, str) else _text(x) if isinstance(x, bytes) else str(x)
+                     for x in v]
+            key = f"{table}.{name}: non-text values read as text"
+            self.repairs[key] = self.repairs.get(key, 0) + sum(
+                1 for x in v if x is not None and not isinstance(x, str))
+            return pa.array(fixed, pa.string())
 
     def _valid_interval(self, table: str, rows, keys, start: pa.Array, end: pa.Array,
                         among: pa.Array | None = None) -> pa.Array | None:
         """Mask of the rows (of `among`, default all) with a usable interval (start and end set,
         end >= start); the others of `among` are counted as skipped.  None = all rows usable."""
+        # a duration beyond int64 (times near the int64 limits) is not an interval either
+        span = pc.subtract(pc.cast(end, pa.float64(), safe=False), pc.cast(start, pa.float64(), safe=False))
         ok = pc.and_(pc.and_(pc.is_valid(start), pc.is_valid(end)), pc.greater_equal(end, start))
-        ok = ok.fill_null(False)
+        ok = pc.and_(ok, pc.less(span, 9.2e18)).fill_null(False)
         if among is not None:
             ok = pc.and_(ok, among)
         elif pc.all(ok).as_py():
@@ -399,7 +440,7 @@ class NsysAdapter(Adapter):
                 continue
             s, e = start[i].as_py(), end[i].as_py()
             why = ("without start" if s is None else "without end" if e is None
-                   else "with end before start")
+                   else "with end before start" if e < s else "with a duration beyond int64")
             self.accounting.skip(f"{table}: row {why}", dict(zip(keys, rows[i])))
         return ok
 
@@ -617,15 +658,17 @@ class NsysAdapter(Adapter):
             txt = _q("text") if "text" in have else "NULL"
             tid = _q("textId") if "textId" in have else "NULL"
             gt = _q("globalTid") if "globalTid" in have else "NULL"
+            order = "ORDER BY start" if "start" in have else ""
             for g, d, text, text_id in self._all(
                     f"SELECT {gt}, domainId, {txt}, {tid} FROM NVTX_EVENTS WHERE eventType = "
-                    f"{NVTX_DOMAIN_CREATE} ORDER BY start"):
-                key = (((g or 0) >> 24) & 0xFFFFFF, d)
+                    f"{NVTX_DOMAIN_CREATE} {order}"):
+                key = (((g if _is_int64(g) else 0) >> 24) & 0xFFFFFF, d)
                 if key not in domains:
                     domains[key] = self.strings.get(text_id, text)
         hi = con.execute(
-            f"SELECT max(start), {'max(' + _q('end') + ')' if 'end' in have else 'NULL'} FROM NVTX_EVENTS").fetchone()
-        maxts = max((v for v in hi if isinstance(v, int)), default=None)
+            f"SELECT {'max(start)' if 'start' in have else 'NULL'}, "
+            f"{'max(' + _q('end') + ')' if 'end' in have else 'NULL'} FROM NVTX_EVENTS").fetchone()
+        maxts = max((v for v in hi if _is_int64(v)), default=None)
         wanted = ["start", "end", "eventType", "globalTid", "text", "textId", "domainId"]
         # eventType stays in args (the range style); endGlobalTid too (only set when a range ended
         # on another thread); domainId only when it is not the default domain
@@ -644,7 +687,7 @@ class NsysAdapter(Adapter):
             end = pc.if_else(is_mark, start, end)
             g = I("globalTid")
             pid = decode_pid(g)
-            name = pc.coalesce(self._lookup(t, "textId", c["textId"]), pa.array(c["text"], pa.string()))
+            name = pc.coalesce(self._lookup(t, "textId", c["textId"]), self._strs(t, "text", c["text"]))
             dom_ids = c["domainId"]
             if domains:
                 pids = pid.to_pylist()
@@ -784,38 +827,43 @@ class NsysAdapter(Adapter):
             cuda_dev.setdefault(r.get("gpuId"), []).append(r)
         mapped = {"id", "deviceId", "name", "computeMajor", "computeMinor", "smCount", "totalMemory",
                   "memoryBandwidth", "clockRate", "threadsPerWarp", "uuid"}
+        I32, I64 = _int32_or_none, _int_or_none
         for g in gpus:
             dev = g.get("id", g.get("deviceId"))
             cg = cuda_gpus.get(dev, {})
             major = g.get("computeMajor", cg.get("computeCapabilityMajor"))
             minor = g.get("computeMinor", cg.get("computeCapabilityMinor"))
-            warp = g.get("threadsPerWarp", cg.get("numThreadsPerWarp"))
-            warps = g.get("maxWarpsPerSm", cg.get("maxWarpsPerMultiprocessor"))
+            warp = I32(g.get("threadsPerWarp", cg.get("numThreadsPerWarp")))
+            warps = I32(g.get("maxWarpsPerSm", cg.get("maxWarpsPerMultiprocessor")))
             bw = g.get("memoryBandwidth")
-            if bw is None and cg.get("globalMemoryBandwidth") is not None:
+            if bw is None and I64(cg.get("globalMemoryBandwidth")) is not None:
                 bw = cg["globalMemoryBandwidth"] * 1000  # 2020.5: kB/s
             clock = g.get("clockRate")
-            if clock is None and cg.get("coreClockRate") is not None:
+            if clock is None and I64(cg.get("coreClockRate")) is not None:
                 clock = cg["coreClockRate"] * 1000  # 2020.5: kHz
-            rest = {k: v for k, v in g.items() if k not in mapped and v is not None}
+            # values of another type than the column's (or out of its range) stay in args
+            rest = {k: v for k, v in g.items() if v is not None and (k not in mapped or (
+                I64(v) is None if k not in ("name", "uuid") else not isinstance(v, str)))}
             rest.update({f"cuda_gpu.{k}": v for k, v in cg.items() if v is not None and k not in (
                 "deviceId", "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp",
                 "globalMemoryBandwidth", "coreClockRate", "numMultiprocessors", "globalMemorySize", "name")})
             if dev in cuda_dev:
                 rest["cuda_devices"] = [{k: v for k, v in r.items() if v is not None} for r in cuda_dev[dev]]
+            threads = warps * warp if warps is not None and warp is not None else None
             b["devices"].add(
-                device_id=dev, name=g.get("name") or cg.get("name"), vendor="nvidia",
+                device_id=I32(dev), name=_str_or_none(g.get("name") or cg.get("name")), vendor="nvidia",
                 compute_capability=f"{major}.{minor}" if major is not None else None,
-                sm_count=g.get("smCount", cg.get("numMultiprocessors")),
-                total_memory_bytes=g.get("totalMemory", cg.get("globalMemorySize")),
-                memory_bandwidth_bytes_per_s=bw, clock_rate_hz=clock,
-                max_threads_per_sm=warps * warp if warps is not None and warp is not None else None,
-                warp_size=warp, uuid=g.get("uuid"), args=_json(rest))
+                sm_count=I32(g.get("smCount", cg.get("numMultiprocessors"))),
+                total_memory_bytes=I64(g.get("totalMemory", cg.get("globalMemorySize"))),
+                memory_bandwidth_bytes_per_s=I64(bw), clock_rate_hz=I64(clock),
+                max_threads_per_sm=I32(threads), warp_size=warp, uuid=_str_or_none(g.get("uuid")),
+                args=_json(rest))
         if not gpus:  # no GPU table: TARGET_INFO_CUDA_DEVICE is the only description (2025.3+)
             for dev, rs in cuda_dev.items():
                 r = rs[0]
-                b["devices"].add(device_id=dev, vendor="nvidia", sm_count=r.get("numMultiprocessors"),
-                                 uuid=r.get("uuid"),
+                b["devices"].add(device_id=_int32_or_none(dev), vendor="nvidia",
+                                 sm_count=_int32_or_none(r.get("numMultiprocessors")),
+                                 uuid=_str_or_none(r.get("uuid")),
                                  args=_json({"cuda_devices": [{k: v for k, v in x.items() if v is not None}
                                                               for x in rs]}))
         yield from b.drain()
@@ -826,11 +874,11 @@ class NsysAdapter(Adapter):
         seen_threads: set = set()
         for r in self._rows("ThreadNames", ["globalTid", "nameId"]):
             g = r["globalTid"]
-            if g is None:
-                self.accounting.skip("ThreadNames: row without globalTid", r)
+            if not _is_int64(g):
+                self.accounting.skip("ThreadNames: row without an integer globalTid", r)
                 continue
             pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
-            name = self.strings.get(r["nameId"])
+            name = self.strings.get(r["nameId"]) if _is_int64(r["nameId"]) else None
             thread_names.setdefault((pid, tid), name)
             if pid not in active:
                 self.accounting.skip("ThreadNames: thread of a process without converted activity", r)
@@ -841,8 +889,8 @@ class NsysAdapter(Adapter):
                 b["threads"].add(pid=pid, tid=tid, name=name)
         seen: set = set()
         for r in self._rows("PROCESSES", ["globalPid", "pid", "name"]):
-            pid = r["pid"]
-            if pid is None and r["globalPid"] is not None:
+            pid = r["pid"] if _is_int64(r["pid"]) else None
+            if pid is None and _is_int64(r["globalPid"]):
                 pid = (r["globalPid"] >> 24) & 0xFFFFFF
             if pid not in active:
                 self.accounting.skip("PROCESSES: host process without converted activity "
@@ -851,7 +899,7 @@ class NsysAdapter(Adapter):
                 self.accounting.skip("PROCESSES: second row for the same pid (first kept)", r)
             else:
                 seen.add(pid)
-                b["processes"].add(pid=pid, name=r["name"])
+                b["processes"].add(pid=pid, name=_str_or_none(r["name"]))
         for pid in sorted(active - seen):  # e.g. 2020.5: no PROCESSES table
             b["processes"].add(pid=pid, name=thread_names.get((pid, pid)))
 
@@ -860,11 +908,11 @@ class NsysAdapter(Adapter):
         for t in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
             for r in self._rows(t, ["name", "value"]):
                 if r["name"] is not None:
-                    meta[r["name"]] = r["value"]
+                    meta[_str_or_none(r["name"])] = r["value"]
         host = None
         if "TARGET_INFO_SYSTEM_ENV" in self.tables and {"name", "value"} <= set(self.tables["TARGET_INFO_SYSTEM_ENV"]):
             rows = self._all("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
-            host = rows[0][0] if rows else None
+            host = _str_or_none(rows[0][0]) if rows else None
         utc = None
         for r in self._rows("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"]):
             if isinstance(r["utcEpochNs"], int):
@@ -877,7 +925,8 @@ class NsysAdapter(Adapter):
             origin, offset = "unknown", None
             meta["tracekit_clock_note"] = ("exported with --ts-normalize/--ts-shift: the clock mapping "
                                            "is unknown; use --align")
-        ranks = {r["rank"] for r in self._rows("MPI_RANKS", ["rank"]) if r["rank"] is not None}
+        ranks = {r["rank"] for r in self._rows("MPI_RANKS", ["rank"]) if _is_int64(r["rank"])
+                 and -2**31 <= r["rank"] < 2**31}
         not_read = {t: self.counts[t] for t in sorted(self.tables)
                     if t not in READ_TABLES and not t.startswith("ENUM_") and self.counts.get(t)}
         if not_read:
@@ -886,8 +935,8 @@ class NsysAdapter(Adapter):
             meta["tracekit_repairs"] = dict(self.repairs)
         meta.update(meta_extra)
         return {
-            "format_version": meta.get("EXPORT_SCHEMA_VERSION"),
-            "tool_version": meta.get("EXPORT_PRODUCT_VERSION"),
+            "format_version": _str_or_none(meta.get("EXPORT_SCHEMA_VERSION")),
+            "tool_version": _str_or_none(meta.get("EXPORT_PRODUCT_VERSION")),
             "host": host,
             "rank": ranks.pop() if len(ranks) == 1 else None,
             "world_size": None,
@@ -900,6 +949,25 @@ class NsysAdapter(Adapter):
 # -- module helpers ------------------------------------------------------------------------------
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
+
+
+def _is_int64(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+
+
+def _int_or_none(v):
+    return v if _is_int64(v) else None
+
+
+def _int32_or_none(v):
+    return v if _is_int64(v) and -2**31 <= v < 2**31 else None
+
+
+def _str_or_none(v) -> str | None:
+    """A text value of a description table (another type written out, bytes decoded)."""
+    if v is None or isinstance(v, str):
+        return v
+    return _text(v) if isinstance(v, bytes) else str(v)
 
 
 def _json(d: dict) -> str | None:
@@ -921,7 +989,7 @@ def _merge_unknown_enums(args: tuple, checks) -> list:
             if v is not None and v not in known:
                 d = orjson.loads(out[i]) if out[i] else {}
                 d[key] = v
-                out[i] = orjson.dumps(d).decode()
+                out[i] = orjson.dumps(d, default=_str_or_none).decode()
     return out
 
 
@@ -940,7 +1008,7 @@ def _args_sql(columns: list[str], extra: dict | None = None, drop_zero: set = fr
     for c in columns:
         v = f"CASE typeof({_q(c)}) WHEN 'blob' THEN 'hex:' || hex({_q(c)}) ELSE {_q(c)} END"
         if c in drop_zero:
-            v = f"NULLIF({_q(c)}, 0)"
+            v = f"CASE typeof({_q(c)}) WHEN 'blob' THEN 'hex:' || hex({_q(c)}) ELSE NULLIF({_q(c)}, 0) END"
         pairs.append(f"'{c.replace(chr(39), chr(39) * 2)}', {v}")
     for k, expr in (extra or {}).items():
         pairs.append(f"'{k}', {expr}")
