@@ -44,3 +44,26 @@ def test_fresh_cpu_capture_matches_key_averages(tmp_path, convert):
         select count(distinct event_id) from up where anc = 'train_step'""")
     assert inside == 6
     assert st.one("select clock_origin from sources") == "base_time"
+
+
+def test_tracekit_profile_three_lines(tmp_path):
+    """Model to diagnosis in three lines, on the CPU build of torch."""
+    import tracekit
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])
+    x = torch.randn(8, 64)
+    with tracekit.profile(tmp_path / "run.duckdb") as cap:
+        for _ in range(5):
+            with cap.range("decode_step"):
+                model(x)
+    report = cap.diagnose()
+
+    assert cap.trace.exists() and cap.trace.suffix == ".gz"
+    assert cap.summary.source_id == 0 and cap.summary.converted["events"] > 0
+    st = tracekit.open(tmp_path / "run.duckdb")
+    assert st.one("select instances from phases where phase = 'decode_step'") == 5
+    assert st.one("select count(*) from events where name = 'aten::linear'") == 20
+    st.close()
+    # a CPU-only capture has no GPU work: diagnose says so instead of failing
+    assert {f.code for f in report.findings} == {"no_gpu_data"}
+    assert "no_gpu_data" in str(report)

@@ -21,3 +21,15 @@ def convert(paths, db="tracekit.duckdb", replace=False):
         paths = [paths]
     with writing(db, replace=replace) as st:
         return [st.convert(p) for p in paths]
+
+
+def profile(db="tracekit.duckdb", **kwargs):
+    """Capture with torch.profiler and convert into ``db`` on exit (see tracekit.capture)::
+
+        with tracekit.profile("run.duckdb") as cap:
+            model(x)
+        print(cap.diagnose())
+    """
+    from .capture import profile as _profile
+
+    return _profile(db, **kwargs)
