@@ -2,7 +2,8 @@
 
     python bench/export_perfetto.py [--db /tmp/tk_bench.duckdb] [--engine] [--target 500000]
 
-Builds the store once (real Kineto traces from ../shared/realworld/kineto, the largest first,
+CPU s is user+system time of the child (all threads: DuckDB's, the gzip writer's), the steadier
+figure on a shared machine.  Builds the store once (real Kineto traces from ../shared/realworld/kineto, the largest first,
 converted repeatedly until the target number of rows is reached), then exports it to .json,
 .json.gz and .pftrace, each in a fresh child process so that its peak RSS is its own.  The
 sources come from different days; ``--align`` places them all at one start so the merged
@@ -36,9 +37,10 @@ with tracekit.open(db) as st:
              st.sql("SELECT source_id, start_ns FROM sources").fetchall()}
     r = export_perfetto(st, out, ExportOptions(align=align))
 wall = time.perf_counter() - t
-print(json.dumps({"wall_s": wall, "export_s": r.seconds, "slices": r.slices, "flows": r.flows,
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": wall, "export_s": r.seconds, "cpu_s": ru.ru_utime + ru.ru_stime, "slices": r.slices, "flows": r.flows,
                   "counters": r.counter_samples, "lanes": r.extra_lanes, "bytes": r.bytes_written,
-                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "maxrss_mb": ru.ru_maxrss / 1024}))
 """
 
 
@@ -83,7 +85,9 @@ def main() -> None:
         nsrc = st.sql("SELECT count(*) FROM sources").fetchall()[0][0]
     print(f"store {a.db}: {rows:,} rows in {nsrc} sources ({a.db.stat().st_size / 1e6:.0f} MB); "
           f"{os.cpu_count()} CPUs")
-    print(f"{'format':10} {'wall s':>7} {'export s':>9} {'peak RSS MB':>12} {'MB out':>8} {'slices':>9} "
+    print(f"load average before: {os.getloadavg()[0]:.1f} (the figures are for an idle machine only "
+          "when it is near 0)")
+    print(f"{'format':10} {'wall s':>7} {'export s':>9} {'CPU s':>6} {'peak RSS MB':>12} {'MB out':>8} {'slices':>9} "
           f"{'flows':>8} {'ev/s':>9}" + ("  engine load" if a.engine else ""))
     for ext in ("json", "json.gz", "pftrace"):
         out = a.out_dir / f"tk_bench.{ext}"
@@ -91,7 +95,7 @@ def main() -> None:
         if p.returncode:
             sys.exit(p.stderr)
         r = json.loads(p.stdout.strip().splitlines()[-1])
-        line = (f"{ext:10} {r['wall_s']:7.2f} {r['export_s']:9.2f} {r['maxrss_mb']:12.0f} "
+        line = (f"{ext:10} {r['wall_s']:7.2f} {r['export_s']:9.2f} {r['cpu_s']:6.1f} {r['maxrss_mb']:12.0f} "
                 f"{r['bytes'] / 1e6:8.1f} {r['slices']:9,} {r['flows']:8,} {r['slices'] / r['export_s']:9,.0f}")
         if a.engine:
             from tracekit.export.engine import check_trace
