@@ -198,7 +198,7 @@ def corpus(tmp: Path):
                 b[pos] = rng.randrange(256)
             p.write_bytes(bytes(b))
             out.append((p, "flip", None))
-        for _ in range(130):  # sqlite-level mutations, one to three each
+        for _ in range(110):  # sqlite-level mutations, one to three each
             p = new()
             shutil.copyfile(base, p)
             con = sqlite3.connect(p)

@@ -518,6 +518,11 @@ class NcuAdapter(Adapter):
             if not self._check_row(path, header, row, width, lineno, nxt is None, ends_nl):
                 row = nxt
                 continue
+            if len(row) > width and any(row[width:]):  # values beyond the header: misaligned
+                self.accounting.skip(f"row with values beyond the header's {width} columns (the "
+                                     "columns do not line up with the header)", ",".join(row))
+                row = nxt
+                continue
             r = self._result(row, col, header)
             for i, name in metric_cols:
                 raw_value = row[i] if i < len(row) else ""
@@ -796,7 +801,10 @@ class _open_text:
         raw = open_maybe_gzip(self.path)
         self.raw = raw
         under = getattr(raw, "fileobj", None) or raw
-        self.text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+        # a byte-order mark says the encoding (UTF-16 from Windows redirection; UTF-8 from editors)
+        bom = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        encoding = "utf-16" if bom in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+        self.text = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline="")
         return self.text, under.tell
 
     def __exit__(self, *exc):
@@ -811,5 +819,9 @@ def _ends_with_newline(path: Path) -> bool:
         f.seek(0, os.SEEK_END)
         if f.tell() == 0:
             return False
+        if magic in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: the last code unit
+            f.seek(-2, os.SEEK_END)
+            last = f.read(2)
+            return (last[0:1] if magic == b"\xff\xfe" else last[1:2]) in (b"\n", b"\r")
         f.seek(-1, os.SEEK_END)
         return f.read(1) in (b"\n", b"\r")

@@ -248,7 +248,7 @@ class NsysAdapter(Adapter):
         except sqlite3.DatabaseError as e:
             raise TraceError(path, f"not a readable SQLite database ({e})",
                              "pass an `nsys export --type sqlite` file or the .nsys-rep report") from None
-        self.tables = {n: [r[1] for r in con.execute(f"PRAGMA table_info({_q(n)})")] for n in names}
+        self.tables = {n: [r[1] for r in self._all(f"PRAGMA table_info({_q(n)})")] for n in names}
         if not any(t in self.tables for t in NSYS_MARKERS) and not any(
                 t.startswith("CUPTI_ACTIVITY_KIND_") for t in self.tables):
             raise TraceError(path, "SQLite file is not an Nsight Systems export (no StringIds, CUPTI, "
@@ -297,6 +297,11 @@ class NsysAdapter(Adapter):
         """fetchall, tolerating invalid UTF-8 (rare: the default str decoding is kept for speed)."""
         try:
             return self.con.execute(sql).fetchall()
+        except UnicodeDecodeError as e:  # raised directly by some sqlite3 paths (e.g. a corrupt schema)
+            if self.con.text_factory is _text:
+                raise sqlite3.DatabaseError(f"undecodable text ({e.reason})") from None
+            self._use_replacing_decoder("schema")
+            return self._all(sql)
         except sqlite3.OperationalError as e:
             if "decode" not in str(e).lower() or self.con.text_factory is _text:
                 raise
@@ -349,7 +354,9 @@ class NsysAdapter(Adapter):
         while True:
             try:
                 rows = cur.fetchmany(CHUNK_ROWS)
-            except sqlite3.OperationalError as e:
+            except (sqlite3.OperationalError, UnicodeDecodeError) as e:
+                if self.con.text_factory is _text and isinstance(e, UnicodeDecodeError):
+                    raise sqlite3.DatabaseError(f"undecodable text ({e.reason})") from None
                 if "decode" not in str(e).lower() or self.con.text_factory is _text:
                     raise
                 self._use_replacing_decoder(table)
