@@ -10,10 +10,12 @@
 -- stream, then name); `after_*` the operation that starts at end_ns (same ties).
 --
 -- cause (first that applies), from the launch of the operation after the gap (`gpu_launches`):
---   sync_wait    a synchronizing host call of the launching process (`host_syncs`: explicit
---                synchronize, blocking copy, copy into pageable memory — what .item(), .cpu()
---                do) overlaps the gap: the host waited for the GPU to drain and only then
---                issued more work.
+--   sync_wait    the next operation was launched after the gap began, and a synchronizing
+--                host call of the launching process (`host_syncs`: explicit synchronize,
+--                blocking copy, copy into pageable memory — what .item(), .cpu() do) overlaps
+--                the gap: the host waited for the GPU to drain and only then issued more work.
+--                (A sync that overlaps gaps between ops launched before it, e.g. inside a CUDA
+--                graph, is not their cause.)
 --   host_wait    the launch call of the next operation started after the gap began: the GPU
 --                waited for the CPU (launch-bound; CUDA graphs or fusion help).
 --   kernel_wait  the next operation was already launched, and the gap is shorter than the
@@ -85,7 +87,8 @@ gaps1 AS (
 SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_ns, g.end_ns,
        g.end_ns - g.start_ns AS dur_ns,
        CASE
-         WHEN EXISTS (SELECT 1 FROM host_syncs s
+         WHEN g.api_start_ns > g.start_ns
+          AND EXISTS (SELECT 1 FROM host_syncs s
                        WHERE s.source_id = g.source_id
                          AND (g.launch_pid IS NULL OR s.pid = g.launch_pid)
                          AND s.start_ns < g.end_ns AND s.end_ns > g.start_ns) THEN 'sync_wait'

@@ -118,7 +118,7 @@ def test_idle_gap_causes(decode, convert):
     for s, end, e in ops[1:]:
         if s > busy_until:
             r = decode.runtime.get(e["args"].get("correlation"))
-            if any(a < s and b > busy_until for a, b in syncs):
+            if r is not None and ns(r["ts"]) > busy_until and any(a < s and b > busy_until for a, b in syncs):
                 cause = "sync_wait"
             elif r is not None and ns(r["ts"]) > busy_until:
                 cause = "host_wait"
