@@ -1,0 +1,182 @@
+"""Store safety: `tracekit sql` cannot modify a store; a conversion that fails leaves the store as it
+was; readers querying while another process converts into the same store never fail, and see the
+new sources afterwards."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, need
+from tracekit.adapters.base import TraceError
+from tracekit.adapters.nsys import NsysAdapter
+from tracekit.store import Store, writing
+
+NSYS = FIXTURES / "nsys" / "matmul.sqlite"
+NSYS2 = FIXTURES / "nsys" / "graphs.sqlite"
+NCU = FIXTURES / "ncu" / "mm_raw.csv"
+TABLES = ["sources", "kernels", "api_calls", "memops", "events", "skipped_rows", "ncu_metrics"]
+
+
+def cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tracekit.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def counts(db: Path) -> dict:
+    with Store(db, read_only=True) as st:
+        return {t: st.one(f"select count(*) from {t}") for t in TABLES}
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = tmp_path / "s.duckdb"
+    with writing(db) as st:
+        st.convert(need(NSYS))
+        st.convert(need(NCU))
+    return db
+
+
+# -- tracekit sql is read-only -------------------------------------------------------------------
+WRITES = [
+    "drop table kernels", "delete from kernels", "update kernels set name = 'x'",
+    "insert into sources (source_id) values (99)", "create table t (a int)", "alter table kernels add column x int",
+    "create view v as select 1", "truncate kernels", "drop view if exists hotspots",
+    "create or replace table sources as select 1", "checkpoint", "vacuum",
+    "delete from kernels; select 1", "select 1; drop table kernels",
+]
+
+
+@pytest.mark.parametrize("query", WRITES)
+def test_sql_cannot_modify_store(store, query):
+    before, rows = digest(store), counts(store)
+    r = cli("sql", query, "--db", store)
+    if r.returncode == 0:  # a statement DuckDB accepts on a read-only store must change nothing
+        assert query in ("checkpoint", "vacuum", "drop view if exists hotspots"), r.stdout
+    else:
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), r.stderr
+    assert digest(store) == before and counts(store) == rows
+
+
+# -- failed conversions leave the store as it was ---------------------------------------------------
+def test_failed_cli_convert_keeps_store(store, tmp_path):
+    before, rows = digest(store), counts(store)
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(need(NSYS2).read_bytes()[:50_000])  # truncated
+    r = cli("convert", "-q", bad, "--db", store)
+    assert r.returncode == 2 and str(bad) in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert digest(store) == before and counts(store) == rows
+
+
+def test_exception_mid_conversion_rolls_back(store, monkeypatch):
+    """An adapter that fails after yielding batches (TraceError or a bug) adds nothing."""
+    rows = counts(store)
+    real = NsysAdapter._memcpy
+
+    def boom(self):
+        yield from real(self)
+        raise RuntimeError("injected failure after the kernel batches")
+
+    monkeypatch.setattr(NsysAdapter, "_memcpy", boom)
+    with Store(store) as st:
+        with pytest.raises(RuntimeError):
+            st.convert(NSYS2)
+        assert {t: st.one(f"select count(*) from {t}") for t in TABLES} == rows
+    monkeypatch.setattr(NsysAdapter, "_memcpy", lambda self: (_ for _ in ()).throw(
+        TraceError(NSYS2, "injected")))
+    with Store(store) as st:
+        with pytest.raises(TraceError):
+            st.convert(NSYS2)
+        assert {t: st.one(f"select count(*) from {t}") for t in TABLES} == rows
+    assert counts(store) == rows
+
+
+def test_writing_block_that_fails_keeps_store_bytes(store, tmp_path):
+    """A conversion that fails mid-way (good inputs first, then an exception) leaves the store
+    byte-identical: writing() works on a copy and only replaces the store on success."""
+    before = digest(store)
+    with pytest.raises(KeyboardInterrupt):
+        with writing(store) as st:
+            st.convert(NSYS2)  # good
+            raise KeyboardInterrupt  # e.g. Ctrl-C during the next input
+    assert digest(store) == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # no temp copy left behind
+
+
+def test_cli_internal_error_is_one_line(store, tmp_path):
+    """A bug in an adapter (injected through sitecustomize in the child) is one line, exit 2,
+    and the good inputs of the same command are kept."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import tracekit.adapters.ncu as n\n"
+        "def boom(self, *a, **k):\n"
+        "    raise ZeroDivisionError('injected')\n"
+        "    yield\n"
+        "n.NcuAdapter._finish = boom\n")
+    before = counts(store)
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    r = subprocess.run([sys.executable, "-m", "tracekit.cli", "convert", "-q", str(NCU), str(NSYS2),
+                        "--db", str(store)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    err = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(err) == 1 and "internal error" in err[0] and str(NCU) in err[0], r.stderr
+    after = counts(store)
+    assert after["sources"] == before["sources"] + 1 and after["ncu_metrics"] == before["ncu_metrics"]
+
+
+# -- concurrent readers while converting ----------------------------------------------------------
+READER = """
+import sys, time
+import tracekit
+from tracekit.store import StoreError
+db, n = sys.argv[1], int(sys.argv[2])
+seen = set()
+for i in range(n):
+    st = tracekit.open(db)
+    try:
+        k = st.one("select count(*) from sources")
+        st.one("select count(*) from hotspots")
+        st.one("select sum(dur_ns) from kernels")
+    finally:
+        st.close()
+    seen.add(k)
+    time.sleep(0.01)
+print(sorted(seen))
+"""
+
+
+def test_readers_while_converting(store, tmp_path):
+    n0 = counts(store)["sources"]
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    readers = [subprocess.Popen([sys.executable, str(script), str(store), "150"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(0.5)
+    for _ in range(3):  # several conversions into the same store while the readers run
+        w = cli("convert", "-q", NSYS2, "--db", store, timeout=300)
+        assert w.returncode == 0, w.stderr
+    # the CLI as a reader too
+    r = cli("sql", "select count(*) as n from sources", "--db", store, "--format", "csv")
+    assert r.returncode == 0 and r.stdout.split() == ["n", str(n0 + 3)], r.stderr
+    for p in readers:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        seen = eval(out.strip().splitlines()[-1])
+        assert min(seen) >= n0 and max(seen) <= n0 + 3
+    # a fresh reader sees every new source
+    assert counts(store)["sources"] == n0 + 3
