@@ -8,15 +8,12 @@ from collections import defaultdict
 import pytest
 
 from conftest import FIXTURES, load_json, need, realworld
+from intervals import ns, union, length, intersect
 
 DECODE = FIXTURES / "kineto" / "decode_b1.json.gz"
 DDP = [FIXTURES / "kineto" / "ddp_rank0.json.gz", FIXTURES / "kineto" / "ddp_rank1.json.gz"]
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SYNC_NAMES = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
-
-
-def ns(v):
-    return round(v * 1000)
 
 
 class Trace:
@@ -38,33 +35,6 @@ class Trace:
                 s = ns(e["ts"])
                 out[e["args"]["device"]].append((s, s + ns(e["dur"])))
         return out
-
-
-def union(iv):
-    iv = sorted(iv)
-    out = []
-    for s, e in iv:
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
-def length(u):
-    return sum(e - s for s, e in u)
-
-
-def intersect(a, b):
-    i = j = tot = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        tot += max(0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tot
 
 
 @pytest.fixture(scope="module")

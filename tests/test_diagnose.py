@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES, REPO, load_json, need
+from intervals import ns, union, length, intersect
 
 KINETO = FIXTURES / "kineto"
 DECODE_B1 = KINETO / "decode_b1.json.gz"
@@ -34,10 +35,6 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SYNC_NAMES = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
 LAUNCH_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync"}
-
-
-def ns(us) -> int:
-    return round(us * 1000)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,31 +91,6 @@ class Raw:
         inst = [a for a in self.annotations if a["name"] == name]
         return [[c for c in self.calls if c["tid"] == a["tid"] and ns(a["ts"]) <= ns(c["ts"]) < ns(a["ts"] + a["dur"])]
                 for a in inst]
-
-
-def union(iv):
-    out = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
-def length(u):
-    return sum(e - s for s, e in u)
-
-
-def intersect(a, b):
-    i = j = tot = 0
-    while i < len(a) and j < len(b):
-        tot += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tot
 
 
 @pytest.fixture(scope="module")

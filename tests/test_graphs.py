@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from conftest import FIXTURES, load_json, need
+from intervals import ns
 
 KINETO = FIXTURES / "kineto" / "graphs.json.gz"
 NSYS = FIXTURES / "nsys" / "graphs.sqlite"
@@ -25,10 +26,6 @@ GAPS_BY_PHASE = """
      and l.api_start_ns >= e.start_ns and l.api_start_ns < e.end_ns
     where g.scope = 'device'
     group by 1 order by 1"""
-
-
-def ns(v):
-    return round(v * 1000)
 
 
 def independent_gaps(trace):
