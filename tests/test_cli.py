@@ -160,3 +160,15 @@ def test_store_of_another_version_or_not_tracekit(tmp_path):
     assert_one_line_error(code, err, "old.duckdb", "--replace")
     code, out, err = run("convert", small_kineto(), "--db", old, "--replace")
     assert code == 0, err
+
+
+def test_utf16_ncu_csv_is_detected(tmp_path):
+    src = FIXTURES / "ncu" / "kn_details.csv"
+    if not src.exists():
+        pytest.skip("fixture absent")
+    p = tmp_path / "powershell.csv"
+    p.write_text(src.read_text(encoding="utf-8"), encoding="utf-16")
+    code, out, err = run("convert", p, "--db", tmp_path / "u.duckdb")
+    assert code == 0, err
+    code, out8, _ = run("convert", src, "--db", tmp_path / "u8.duckdb")
+    assert out.split("(ncu)")[1] == out8.split("(ncu)")[1]  # same rows per table

@@ -54,6 +54,10 @@ def sniff(path: Path) -> str:
     if path.suffix.lower() in (".ncu-rep", ".ncu-repz") or magic.startswith(NCU_REP_MAGIC):
         return "ncu"
     head = _head(path)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 text (e.g. PowerShell redirection)
+        head = head[: len(head) // 2 * 2].decode("utf-16", "replace").encode("utf-8", "replace")
+    elif head[:3] == b"\xef\xbb\xbf":  # UTF-8 BOM
+        head = head[3:]
     text = head.lstrip()
     if text[:1] in (b"{", b"[") and (b'"traceEvents"' in head or b'"ph"' in head):
         return "kineto"
