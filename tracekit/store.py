@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import queue
 import shutil
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +143,7 @@ class Store:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            for table_name, batch in adapter.read(path, source_id, progress):
+            for table_name, batch in _read_ahead(adapter.read(path, source_id, progress)):
                 _insert(con, table_name, batch)
             acc = adapter.accounting
             if strict and acc.skipped:
@@ -203,34 +205,116 @@ class Store:
             _insert(con, "skipped_rows",
                     pa.RecordBatch.from_pylist(rows, schema=schema.table("skipped_rows").arrow))
 
-    def export_parquet(self, directory: str | os.PathLike) -> list[str]:
-        """Write every table as ``DIR/<table>.parquet``; returns the paths."""
+    def export_parquet(self, directory: str | os.PathLike, partitioned: bool = False) -> list[str]:
+        """Write every table as ``DIR/<table>.parquet``; returns the paths.  ``partitioned``:
+        a Hive-partitioned dataset instead, one folder per table and per source,
+        ``DIR/<table>/source_id=<n>/data_0.parquet`` (docs/scaling.md), which `open_parquet`
+        and any Parquet engine read back."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         out = []
         for t in schema.TABLES:
-            p = d / f"{t.name}.parquet"
-            self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
+            if partitioned:
+                p = d / t.name
+                self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, "
+                                 "COMPRESSION zstd, PARTITION_BY (source_id), OVERWRITE_OR_IGNORE)")
+            else:
+                p = d / f"{t.name}.parquet"
+                self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
             out.append(str(p))
         return out
+
+
+def open_parquet(directory: str | os.PathLike) -> Store:
+    """Query a Parquet dataset written by ``export_parquet(partitioned=True)`` (or the same layout
+    made by other tools) without loading it: an in-memory DuckDB whose tables are views over the
+    files, with every tracekit view on top.  A filter on source_id reads only that source's
+    files.  Tables without files are empty."""
+    d = Path(directory)
+    st = Store.__new__(Store)
+    st.path = str(d)
+    st.con = duckdb.connect()
+    for t in schema.TABLES:
+        files = sorted(d.glob(f"{t.name}/source_id=*/*.parquet"))
+        if files:
+            st.con.execute(
+                f"CREATE VIEW {t.name} AS SELECT {', '.join(chr(34) + c.name + chr(34) for c in t.arrow)} FROM read_parquet("
+                f"'{_sql_str(str(d / t.name))}/*/*.parquet', hive_partitioning = true, "
+                "hive_types = {'source_id': INTEGER})")
+        else:
+            st.con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
+    views.register(st.con)
+    return st
 
 
 def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     """Fill events.depth / parent_id where the adapter left them NULL: on each track
     (pid, tid, device_id, stream_id), the parent is the nearest earlier event that encloses it
     (start <= child start and child end <= end, and the child starts before the end;
-    ties by input order).  Partial overlaps are not parents.  Instants nest like zero-length ranges."""
-    tbl = con.sql(
-        """SELECT event_id, start_ns, end_ns,
-                  dense_rank() OVER (ORDER BY pid, tid, device_id, stream_id) AS track
-           FROM events WHERE source_id = $sid AND depth IS NULL
-           ORDER BY track, start_ns, end_ns DESC, event_id""", params={"sid": source_id}).to_arrow_table()
-    if tbl.num_rows == 0:
+    ties by input order).  Partial overlaps are not parents.  Instants nest like zero-length ranges.
+
+    Computed in SQL, for whole tracks at once: with the events of a track in order (start, end
+    descending, input order), the events still open when event i starts are the earlier ones
+    with end > start_i, and when no two events of the track partially overlap they form a chain,
+    so depth_i is their number and the parent is the last earlier event of depth depth_i - 1.
+    That holds exactly when every event ends no later than the parent found that way (checked);
+    tracks where it does not (partial overlaps) get the rule above event by event (`_nest_track`).
+    """
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE __tk_ord AS
+           SELECT event_id, start_ns AS s, end_ns AS e,
+                  dense_rank() OVER (ORDER BY pid, tid, device_id, stream_id) AS track,
+                  row_number() OVER (PARTITION BY pid, tid, device_id, stream_id
+                                     ORDER BY start_ns, end_ns DESC, event_id) - 1 AS pos
+           FROM events WHERE source_id = $sid AND depth IS NULL""", {"sid": source_id})
+    if not con.execute("SELECT count(*) FROM __tk_ord").fetchone()[0]:
+        con.execute("DROP TABLE __tk_ord")
         return
-    ids = tbl.column("event_id").to_pylist()
-    starts = tbl.column("start_ns").to_pylist()
-    ends = tbl.column("end_ns").to_pylist()
-    tracks = tbl.column("track").to_pylist()
+    # depth_i = pos_i - #(earlier events with e <= s_i), counted in one sweep over the start
+    # and end points of the track: an end point sorts before the start points at its time, except
+    # a zero-length event's, which sorts right after its own start point
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE __tk_nest AS
+           WITH sweep AS (
+               SELECT event_id, track, pos, s, e, is_start,
+                      sum(1 - is_start) OVER (PARTITION BY track ORDER BY t, tie, pos, is_start DESC
+                                              ROWS UNBOUNDED PRECEDING) AS n_closed
+               FROM (SELECT event_id, track, pos, s, e, s AS t, 1 AS tie, 1 AS is_start FROM __tk_ord
+                     UNION ALL
+                     SELECT event_id, track, pos, s, e, e, (e = s)::INTEGER, 0 FROM __tk_ord)),
+           d AS (SELECT event_id, track, pos, e, pos - n_closed AS depth FROM sweep WHERE is_start = 1)
+           SELECT c.event_id, c.track, c.depth::INTEGER AS depth, p.event_id AS parent_id,
+                  c.depth < 0 OR (c.depth > 0 AND (p.event_id IS NULL OR c.e > p.e)) AS bad
+           FROM d c ASOF LEFT JOIN d p ON p.track = c.track AND p.depth = c.depth - 1 AND c.pos > p.pos""")
+    con.execute("DROP TABLE __tk_ord")
+    bad = [r[0] for r in con.execute("SELECT DISTINCT track FROM __tk_nest WHERE bad").fetchall()]
+    if bad:  # partial overlaps: the event-by-event rule on those tracks
+        tbl = con.sql(
+            """SELECT event_id, start_ns, end_ns, t.track FROM events
+               JOIN (SELECT event_id, track FROM __tk_nest WHERE list_contains($bad, track)) t
+               USING (event_id)
+               WHERE source_id = $sid
+               ORDER BY t.track, start_ns, end_ns DESC, event_id""",
+            params={"sid": source_id, "bad": bad}).to_arrow_table()
+        fix = _nest_track(tbl.column("event_id").to_pylist(), tbl.column("start_ns").to_pylist(),
+                          tbl.column("end_ns").to_pylist(), tbl.column("track").to_pylist())
+        con.register("__tk_fix", fix)
+        try:
+            con.execute("""UPDATE __tk_nest AS n SET depth = f.depth, parent_id = f.parent_id
+                           FROM __tk_fix AS f WHERE n.event_id = f.event_id""")
+        finally:
+            con.unregister("__tk_fix")
+    try:
+        con.execute("""UPDATE events AS e SET depth = n.depth, parent_id = n.parent_id
+                       FROM __tk_nest AS n WHERE e.source_id = $sid AND e.event_id = n.event_id""",
+                    {"sid": source_id})
+    finally:
+        con.execute("DROP TABLE __tk_nest")
+
+
+def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
+    """depth / parent_id by the rule of `_derive_nesting`, event by event (a stack per track);
+    the events in track order."""
     depth = [0] * len(ids)
     parent: list[int | None] = [None] * len(ids)
     stack: list[int] = []  # indices into ids
@@ -248,15 +332,8 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
             parent[i] = ids[stack[j]]
             depth[i] = depth[stack[j]] + 1
         stack.append(i)
-    upd = pa.table({"event_id": pa.array(ids, pa.int64()), "depth": pa.array(depth, pa.int32()),
-                    "parent_id": pa.array(parent, pa.int64())})
-    con.register("__tk_nest", upd)
-    try:
-        con.execute("""UPDATE events AS e SET depth = n.depth, parent_id = n.parent_id
-                       FROM __tk_nest AS n WHERE e.source_id = $sid AND e.event_id = n.event_id""",
-                    {"sid": source_id})
-    finally:
-        con.unregister("__tk_nest")
+    return pa.table({"event_id": pa.array(ids, pa.int64()), "depth": pa.array(depth, pa.int32()),
+                     "parent_id": pa.array(parent, pa.int64())})
 
 
 @contextmanager
@@ -292,16 +369,57 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False):
             p.unlink(missing_ok=True)
 
 
+def _read_ahead(items, depth: int = 4):
+    """Iterate a generator that runs in a background thread, up to ``depth`` items ahead: the
+    adapter parses (Python, holding the GIL) while DuckDB inserts the previous batches (C++,
+    without it).  Exceptions of the generator are raised here; stopping early stops it."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            for item in items:
+                if not put((item, None)):
+                    break
+        except BaseException as e:  # handed to the consumer
+            put((None, e))
+        finally:
+            items.close()
+        put((done, None))
+
+    t = threading.Thread(target=work, name="tracekit-adapter", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, err = q.get()
+            if err is not None:
+                raise err
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        t.join()
+
+
 def _sql_str(s: str) -> str:
     return s.replace("'", "''")
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table_name: str, batch: pa.RecordBatch) -> None:
-    con.register("__tk_batch", batch)
-    try:
-        con.execute(f"INSERT INTO {table_name} SELECT * FROM __tk_batch")
-    finally:
-        con.unregister("__tk_batch")
+    # from_arrow + insert_into (not register + INSERT ... SELECT): a registered object stays
+    # referenced by the open transaction, so every batch of a conversion would stay in memory
+    con.from_arrow(batch).insert_into(table_name)
 
 
 def open(path: str | os.PathLike = DEFAULT_DB, read_only: bool = True) -> Store:  # noqa: A001

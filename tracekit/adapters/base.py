@@ -70,7 +70,9 @@ def dumps_args(obj) -> str | None:
 
 
 class TableBuilder:
-    """Column-wise row buffer for one schema table; flushes a RecordBatch every BATCH_ROWS rows."""
+    """Row buffer for one schema table.  Rows come one at a time (``add``, buffered as dicts and
+    built with ``from_pylist`` every BATCH_ROWS rows) or many at once, column-wise
+    (``add_columns``: Arrow arrays or lists, built into a record batch at once)."""
 
     def __init__(self, name: str, source_id: int, accounting: Accounting, batch_rows: int = BATCH_ROWS):
         self.table = schema.table(name)
@@ -80,6 +82,7 @@ class TableBuilder:
         self.batch_rows = batch_rows
         self._row_schema = pa.schema([f for f in self.table.arrow if f.name != "source_id"])
         self.rows: list[dict] = []
+        self.batches: list[pa.RecordBatch] = []  # built by add_columns, not yet handed out
 
     @property
     def n(self) -> int:
@@ -89,10 +92,45 @@ class TableBuilder:
         """One row; columns not given are NULL."""
         self.rows.append(row)
 
+    def add_columns(self, n: int, columns: dict) -> None:
+        """``n`` rows given column-wise: each value a pyarrow Array or a list of length ``n``
+        (columns not given are NULL).  Values are cast to the column types exactly (no
+        truncation); when one does not fit, the rows go the row-wise way instead, where each row
+        that does not fit is counted as skipped."""
+        if not n:
+            return
+        try:
+            arrays = [pa.repeat(pa.scalar(self.source_id, pa.int32()), n)]
+            for f in self._row_schema:
+                v = columns.get(f.name)
+                if v is None:
+                    arrays.append(pa.nulls(n, f.type))
+                elif isinstance(v, (pa.Array, pa.ChunkedArray)):
+                    arrays.append(v if v.type == f.type else v.cast(f.type))
+                else:
+                    arrays.append(pa.array(v, f.type))
+            batch = pa.RecordBatch.from_arrays(arrays, schema=self.table.arrow)
+        except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            names = list(columns)
+            lists = [v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
+                     for v in columns.values()]
+            self.rows.extend(dict(zip(names, vals)) for vals in zip(*lists))
+            return
+        self.accounting.converted[self.name] += n
+        self.batches.append(batch)
+
     def full(self) -> bool:
-        return len(self.rows) >= self.batch_rows
+        return len(self.rows) >= self.batch_rows or bool(self.batches)
+
+    def take(self) -> list[pa.RecordBatch]:
+        """The batches ready now: those built column-wise, and the buffered rows when full."""
+        out, self.batches = self.batches, []
+        if len(self.rows) >= self.batch_rows:
+            out.append(self.flush())
+        return out
 
     def flush(self) -> pa.RecordBatch | None:
+        """The buffered rows as one batch (None when there are none)."""
         n = len(self.rows)
         if not n:
             return None
@@ -106,7 +144,6 @@ class TableBuilder:
         self.accounting.converted[self.name] += n
         self.rows = []
         return batch
-
 
     def _checked_rows(self) -> pa.RecordBatch:
         """Slow path when a value does not fit its column (e.g. an int beyond int64): keep the
@@ -148,13 +185,16 @@ class Builders:
         return b
 
     def ready(self) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """Batches of builders that are full (call often while reading)."""
+        """Batches ready now (call often while reading)."""
         for name, b in self._b.items():
             if b.full():
-                yield name, b.flush()
+                for batch in b.take():
+                    yield name, batch
 
     def drain(self) -> Iterator[tuple[str, pa.RecordBatch]]:
         for name, b in self._b.items():
+            for batch in b.take():
+                yield name, batch
             batch = b.flush()
             if batch is not None:
                 yield name, batch

@@ -1,24 +1,41 @@
 """Kineto / torch.profiler Chrome-trace JSON (``.json``, ``.json.gz``) → unified schema.
 
-Reading strategy: the (decompressed) file is decoded once into a top-level map whose values stay
-raw JSON text (``msgspec.Raw``), and ``traceEvents`` into a list of raw slices of the buffer.  Each
-event is then decoded on its own into a small typed struct, routed to its table and forgotten, so
-the parsed trace is never held as Python objects (only the input bytes and the slice list).
+Reading strategy (memory: the input blocks in flight plus one chunk, whatever the trace size):
+
+* The file is read, and inflated, in blocks by a background thread (zlib lets the other core
+  work meanwhile).  The top-level keys before ``traceEvents`` are decoded as raw JSON values; the
+  events array is cut into chunks of a few MB at event boundaries (``},`` + newline: a JSON
+  string cannot hold a raw newline, and a cut inside an event leaves its brackets unbalanced, so
+  the chunk fails to decode and is extended instead); the keys after the array are read at the end.
+* Each chunk is decoded in one call into a list of small typed structs, ``args`` kept as raw
+  JSON text; the ``args`` fields that map to columns are decoded in one call per table; rows are
+  routed and built as Arrow columns chunk by chunk (no Python call per event on the hot path).
+* A document that does not look like that (one line of JSON, say) is read whole and cut into
+  chunks of its event slices.  A chunk whose events have unusual shapes (fields of other types,
+  B/E pairs, invalid UTF-8) is converted event by event, with the same rules.
 
 Timestamps are parsed from their decimal text into exact int64 ns (``ts`` is µs with up to three
-decimals; epoch-µs floats with ns digits do not fit a float64).  Every event is either converted
-or counted in ``skipped_rows`` with a reason.  See docs/schema.md for the column mapping.
+decimals; epoch-µs floats with ns digits do not fit a float64): vectorized through Arrow decimals,
+falling back to exact per-value parsing for texts Arrow does not take.  Every event is either
+converted or counted in ``skipped_rows`` with a reason.  See docs/schema.md for the column mapping.
 """
 
 from __future__ import annotations
 
 import gzip
+import itertools
+import os
+import queue
 import re
+import threading
 import zlib
+from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..names import short_kernel_name
 from .base import Adapter, Builders, TraceError
@@ -65,6 +82,17 @@ _ARGS = msgspec.json.Decoder(_Args)
 _ANY = msgspec.json.Decoder()
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_EVS = msgspec.json.Decoder(list[_Event])
+_ARGS_LIST = msgspec.json.Decoder(list[_Args | None])
+_NO_ARGS = _Args()
+_NULL = b"null"
+_EMPTY_ARGS = {b"", b"null", b"{}"}
+
+BLOCK_BYTES = 8 << 20      # JSON text read (inflated) per step, and so the size of a chunk
+HEAD_LIMIT = 64 << 20      # traceEvents must start within this many bytes to be streamed
+WHOLE_CHUNK_EVENTS = 20_000  # events per chunk when the document is read whole
+_TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = b"},\n"
 
 INT64_MAX = 2**63 - 1
 TS_LIMIT = 2**62  # |ts|, dur in ns: ts + dur must still fit int64
@@ -142,6 +170,165 @@ def _stream(v) -> int | None:
     return None if n in (4294967295, -1) else n
 
 
+_I64 = 2**63 - 1
+_OK, _MISSING, _NONNUM = 0, 1, 2
+_MILLI = pa.scalar(1000, pa.decimal128(4, 0))
+_STREAM_NONE = pa.array([4294967295, -1], pa.int64())
+
+
+def _strings(raws: list, validate: bool = True) -> pa.Array:
+    """Raw JSON texts as an Arrow string array (one copy: joined, then framed by their lengths);
+    raises pa.ArrowInvalid when one is not valid UTF-8 (checked when ``validate``)."""
+    lens = list(map(len, raws))
+    data = b"".join(raws)
+    offsets = pa.array(itertools.accumulate(lens, initial=0),
+                       pa.int32() if len(data) < 2**31 else pa.int64())
+    arr = (pa.StringArray if offsets.type == pa.int32() else pa.LargeStringArray).from_buffers(
+        len(raws), offsets.buffers()[1], pa.py_buffer(data))
+    if validate:
+        arr.validate(full=True)
+    return arr
+
+
+def _us_column(raws: list) -> tuple[pa.Array, list | None]:
+    """Exact ns (int64) of raw JSON numbers of µs, as us_text_to_ns.  Returns (values, None) when
+    every text is a plain number that Arrow parses exactly as a decimal (the usual case), else
+    (values with nulls, a code per value: _OK, _MISSING for an absent or null value, _NONNUM);
+    values beyond int64 are clamped to ±(2**63 - 1), out of range either way."""
+    try:
+        d = pc.cast(_strings(raws, validate=False), pa.decimal128(22, 3))
+        return pc.cast(pc.multiply(d, _MILLI), pa.int64()), None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
+        pass  # something Arrow does not take exactly: more than 3 decimals, text, null, ...
+    vals, codes = [], []
+    for x in map(bytes, raws):
+        if not x or x == _NULL:
+            vals.append(None)
+            codes.append(_MISSING)
+            continue
+        try:
+            v = us_text_to_ns(x)
+        except ValueError:
+            vals.append(None)
+            codes.append(_NONNUM)
+            continue
+        vals.append(v if -_I64 <= v <= _I64 else (_I64 if v > 0 else -_I64))
+        codes.append(_OK)
+    return pa.array(vals, pa.int64()), codes
+
+
+def _ints(vals: list) -> tuple[pa.Array, list, bool]:
+    """Ids with `_int`'s rules: (int64 array, the values as a list, whether every non-null value
+    was kept).  One C-level conversion when all are int64 ints (the usual case)."""
+    try:
+        return pa.array(vals, pa.int64()), vals, True
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        conv = [_int(v) for v in vals]
+        kept = all(c is not None or v is None for c, v in zip(conv, vals))
+        return pa.array(conv, pa.int64()), conv, kept
+
+
+def _streams(arr: pa.Array) -> pa.Array:
+    """`_stream` on an int64 array: the 'no stream' markers become NULL."""
+    if not len(arr):
+        return arr
+    return pc.if_else(pc.is_in(arr, value_set=_STREAM_NONE), pa.scalar(None, pa.int64()), arr)
+
+
+def _args_texts(evs: list) -> pa.Array:
+    """The args column (`_args_text` without extra fields) of many events."""
+    raws = [e.args for e in evs]
+    try:
+        arr = _strings(raws)
+    except pa.ArrowInvalid:  # invalid UTF-8: replaced, as one by one
+        arr = pa.array([bytes(r).decode("utf-8", "replace") for r in raws], pa.string())
+    short = [i for i, n in enumerate(map(len, raws)) if n <= 4]
+    empty = [i for i in short if bytes(raws[i]) in _EMPTY_ARGS]
+    if empty:
+        mask = [False] * len(raws)
+        for i in empty:
+            mask[i] = True
+        arr = pc.if_else(pa.array(mask), pa.scalar(None, arr.type), arr)
+    return arr
+
+
+class _LazyRaw:
+    """The raw text of event i of a chunk, sliced only if asked for (an example of a skip)."""
+
+    __slots__ = ("chunk", "i")
+
+    def __init__(self, chunk, i):
+        self.chunk, self.i = chunk, i
+
+    def __bytes__(self):
+        return self.chunk.raw(self.i)
+
+
+class _Chunk:
+    """A decoded chunk of events and, on demand, the raw text of each."""
+
+    __slots__ = ("text", "evs", "raws")
+
+    def __init__(self, text: bytes, evs: list, raws: list | None):
+        self.text, self.evs, self.raws = text, evs, raws
+
+    def raw(self, i: int) -> bytes:
+        if self.raws is None:
+            self.raws = _LIST.decode(self.text)
+        return bytes(self.raws[i])
+
+
+class _Blocks:
+    """The file's (inflated) bytes in blocks, read ahead by a background thread."""
+
+    def __init__(self, path: Path, block: int | None = None):
+        self.path = path
+        self.total = os.path.getsize(path)
+        self.done = 0  # compressed bytes read so far
+        self._q: queue.Queue = queue.Queue(maxsize=2)
+        self._stop = threading.Event()
+        self._block = block or BLOCK_BYTES
+        self._t = threading.Thread(target=self._work, name="tracekit-read", daemon=True)
+        self._t.start()
+
+    def _work(self):
+        try:
+            with open(self.path, "rb") as raw:
+                gz = raw.read(2) == b"\x1f\x8b"
+                raw.seek(0)
+                f = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+                while not self._stop.is_set():
+                    blk = f.read(self._block)
+                    self._put((blk, raw.tell()))
+                    if not blk:
+                        return
+        except BaseException as e:  # handed to the reader
+            self._put((e, 0))
+
+    def _put(self, item):
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def next(self) -> bytes:
+        """The next block; b"" at the end.  Raises TraceError for corrupt gzip data."""
+        item, pos = self._q.get()
+        if isinstance(item, BaseException):
+            if isinstance(item, (EOFError, OSError, zlib.error)):
+                raise TraceError(self.path, f"truncated or corrupt gzip data ({item})",
+                                 "re-copy or re-export the trace") from None
+            raise item
+        self.done = pos
+        return item
+
+    def close(self):
+        self._stop.set()
+        self._t.join()
+
+
 def _read_bytes(path: Path) -> bytes:
     with open(path, "rb") as f:
         magic = f.read(2)
@@ -187,9 +374,30 @@ class KinetoAdapter(Adapter):
     FORMAT = "kineto"
 
     def read(self, path, source_id, progress=None):
-        path = Path(path)
-        buf = _read_bytes(path)
-        top, raw_events, repairs = _decode_top(path, buf)
+        path = self._path = Path(path)
+        acc = self.accounting
+        b = Builders(source_id, acc)
+        self._first_ts: int | None = None
+        self._open_flows: dict = {}
+        self._begin_stack: dict = {}
+        self._counted_pids: set = set()
+        self._event_id = 0
+        self._utf8_repairs = 0      # invalid UTF-8 repaired inside single events
+        self._chunk_repairs = 0     # ... in whole chunks of the streamed document
+        self._short: dict = {}      # kernel name -> short name
+        top = None
+        src = _Blocks(path)
+        try:
+            parts = yield from self._stream(path, src, b, progress)
+            if parts is not None:
+                top, tail = parts
+                top.update(tail)
+        finally:
+            src.close()
+        if top is None:  # not streamable: read whole (nothing was converted yet)
+            top = yield from self._whole(path, b, progress)
+        yield from b.ready()
+        repairs = top.pop("__repairs__", 0) + self._chunk_repairs
         meta = {}
         for k, v in top.items():
             try:
@@ -198,41 +406,426 @@ class KinetoAdapter(Adapter):
                 meta[k] = bytes(v).decode("utf-8", "replace")
         if repairs:
             meta["tracekit_repairs"] = {"invalid_utf8_characters_replaced": repairs}
-        acc = self.accounting
-        b = Builders(source_id, acc)
         yield from self._devices(b, meta.get("deviceProperties"))
-
-        self._first_ts: int | None = None
-        open_flows: dict = {}
-        begin_stack: dict = {}
-        counted_pids: set = set()
-        n = len(raw_events)
-        step = max(n // 200, 1)
-        event_id = 0
-        self._utf8_repairs = 0
-        for i, raw in enumerate(raw_events):
-            ev, extra, raw = self._decode_event(raw)
-            if ev is None:
-                continue
-            event_id = self._route(b, ev, extra, raw, open_flows, begin_stack, counted_pids, event_id)
-            if i % step == 0:
-                if progress:
-                    progress(i, n)
-                yield from b.ready()
-        for (cat, fid), (pid, tid, ts) in open_flows.items():
-            b["flows"].add(flow_id=_int(fid), kind=cat, start_pid=pid, start_tid=tid, start_ns=ts)
-        for stack in begin_stack.values():
+        fl = defaultdict(list)
+        for (cat, fid), (pid, tid, ts) in self._open_flows.items():
+            fl["flow_id"].append(fid)
+            fl["kind"].append(cat)
+            fl["start_pid"].append(pid)
+            fl["start_tid"].append(tid)
+            fl["start_ns"].append(ts)
+        if fl:
+            fl["flow_id"] = _ints(fl["flow_id"])[0]
+            b["flows"].add_columns(len(fl["kind"]), fl)
+        for stack in self._begin_stack.values():
             for _ in stack:
                 acc.skip("B (begin) event without a matching E (end) event")
-        if progress:
-            progress(n, n)
         if self._utf8_repairs:
             meta.setdefault("tracekit_repairs", {})["invalid_utf8_in_events"] = self._utf8_repairs
-        del raw_events, buf
         yield from b.drain()
         self.source = self._source_info(path, meta)
 
-    # -- routing -------------------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------
+    def _stream(self, path: Path, src: _Blocks, b, progress):
+        """Convert the events while reading; returns (top-level keys before, after traceEvents)
+        as raw values, or None (having converted nothing) when the document is not laid out for
+        it.  Raises TraceError for a document that is not valid JSON."""
+        head = b""
+        while True:
+            blk = src.next()
+            head += blk
+            m = _TRACE_EVENTS.search(head)
+            if m or not blk or len(head) > HEAD_LIMIT:
+                break
+        if not m:
+            return None
+        h = head[:m.start()].rstrip()
+        if h.endswith(b","):
+            h = h[:-1]
+        try:
+            top = _TOP.decode(h + b"}")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        # buf: '[' + the event text not converted yet.  A chunk is cut in place: the ',' after
+        # its last event becomes ']' while it is decoded, then '[' to open the next chunk
+        buf = bytearray(b"[")
+        buf += memoryview(head)[m.end():]
+        del head
+        eof = not blk
+        # the document must have event boundaries at line ends (as torch.profiler writes it)
+        while not eof and buf.find(_BOUNDARY) < 0 and len(buf) < 2 * BLOCK_BYTES:
+            blk = src.next()
+            buf += blk
+            eof = not blk
+        if not eof and buf.find(_BOUNDARY) < 0:
+            return None
+        floor = 1  # a cut before this failed: the next one must be later
+        while not eof:
+            cut = buf.rfind(_BOUNDARY, floor)
+            if cut >= 0:
+                buf[cut + 1] = 0x5D  # ']'
+                with memoryview(buf) as whole, whole[:cut + 2] as chunk:
+                    ok = self._chunk(b, chunk, None)
+                if ok:
+                    buf[cut + 1] = 0x5B  # '['
+                    del buf[:cut + 1]
+                    floor = 1
+                    if progress:
+                        progress(src.done, src.total)
+                    yield from b.ready()
+                else:
+                    buf[cut + 1] = 0x2C  # ','
+                    floor = cut + 1
+            blk = src.next()
+            eof = not blk
+            buf += blk
+        pending = bytes(memoryview(buf)[1:])
+        del buf
+        tail = self._finish(b, pending)
+        if tail is None:  # not valid JSON: the whole-document reader says why
+            _decode_top(path, _read_bytes(path))
+            raise RuntimeError(f"{path}: the streaming reader failed on a valid document")
+        if progress:
+            progress(src.total, src.total)
+        return top, tail
+
+    def _finish(self, b, rest: bytes) -> dict | None:
+        """The last events, the closing ']' and the keys after it; None if that is not JSON."""
+        hi = len(rest)
+        for _ in range(10_000):
+            p = rest.rfind(b"]", 0, hi)
+            if p < 0:
+                return None
+            hi = p
+            t = rest[p + 1:].strip()
+            try:
+                if t == b"}":
+                    tail = {}
+                elif t[:1] == b",":
+                    tail = _TOP.decode(b"{" + t[1:])
+                else:
+                    continue
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if "traceEvents" in tail:
+                raise TraceError(self._path, "the JSON object has two traceEvents keys",
+                                 "keep one events list per trace")
+            body = rest[:p].strip()
+            if not body or self._chunk(b, b"[" + body + b"]", None):
+                return tail
+        return None
+
+    def _whole(self, path: Path, b, progress):
+        """The whole document in memory, cut into chunks of its event slices."""
+        buf = _read_bytes(path)
+        top, raw_events, repairs = _decode_top(path, buf)
+        del buf
+        if repairs:
+            top["__repairs__"] = repairs
+        n = len(raw_events)
+        for i in range(0, n, WHOLE_CHUNK_EVENTS):
+            part = raw_events[i:i + WHOLE_CHUNK_EVENTS]
+            self._chunk(b, b"[" + b",".join(part) + b"]", part)
+            if progress:
+                progress(i + len(part), n)
+            yield from b.ready()
+        if progress:
+            progress(n, n)
+        return top
+
+    def _chunk(self, b, text: bytes, raws: list | None) -> bool:
+        """Convert a chunk of events (a JSON array text).  ``raws``: the event slices when known.
+        False, having converted nothing, when the text is not a JSON array (a cut inside an event)."""
+        try:
+            evs = _EVS.decode(text)
+        except msgspec.DecodeError:  # events of unusual shapes (or not JSON: a bad cut)
+            evs = None
+        if evs is not None and self._columnar(b, _Chunk(text, evs, raws)):
+            return True
+        # one by one (events are kept across chunks, B/E pairs: on a copy of the text, since
+        # a streamed chunk is a view of a buffer that is reused)
+        evs = None
+        if raws is None:
+            raws = self._raw_slices(bytes(text))
+            if raws is None:
+                return False
+        self._one_by_one(b, raws)
+        return True
+
+    def _raw_slices(self, text: bytes) -> list | None:
+        """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted)."""
+        try:
+            return _LIST.decode(text)
+        except msgspec.ValidationError:
+            return None
+        except msgspec.DecodeError as e:
+            if "UTF-8" not in str(e):
+                return None
+        fixed = text.decode("utf-8", "replace")
+        try:
+            raws = _LIST.decode(fixed.encode())
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        self._chunk_repairs += fixed.count("\ufffd")
+        return raws
+
+    def _one_by_one(self, b, raws: list) -> None:
+        for raw in raws:
+            ev, extra, raw = self._decode_event(raw)
+            if ev is None:
+                continue
+            self._event_id = self._route(b, ev, extra, raw, self._open_flows, self._begin_stack,
+                                         self._counted_pids, self._event_id)
+
+    # -- a chunk, column-wise ----------------------------------------------------------------
+    def _skip(self, reason: str, ch: _Chunk, i: int) -> None:
+        acc = self.accounting
+        acc.skip(reason, ch.raw(i) if reason not in acc.examples else None)
+
+    def _columnar(self, b, ch: _Chunk) -> bool:
+        """Convert a decoded chunk with the rules of `_route`, one table and category at a time;
+        False (having converted nothing) when it has B/E events, which go one by one."""
+        evs = ch.evs
+        n = len(evs)
+        by_ph: dict[str, list[int]] = defaultdict(list)
+        for i, ph in enumerate([e.ph for e in evs]):
+            by_ph[ph].append(i)
+        if "B" in by_ph or "E" in by_ph:
+            return False  # begin/end pairs: one by one, in order
+        for i in by_ph.pop("M", ()):
+            self._metadata(b, evs[i])
+        if not by_ph:
+            return True
+        ts, codes = _us_column([e.ts for e in evs])
+        lo_hi = pc.min_max(ts).as_py() if codes is None else None
+        if codes is not None or lo_hi["min"] is None or not (
+                -TS_LIMIT < lo_hi["min"] and lo_hi["max"] < TS_LIMIT):
+            tsl = ts.to_pylist()
+            for ph, idx in list(by_ph.items()):
+                keep = []
+                for i in idx:
+                    code = codes[i] if codes is not None else _OK
+                    if code == _MISSING:
+                        self._skip(f"'{ph}' event without ts", ch, i)
+                    elif code == _NONNUM:
+                        self._skip(f"'{ph}' event with a non-numeric ts", ch, i)
+                    elif not -TS_LIMIT < tsl[i] < TS_LIMIT:
+                        self._skip(f"'{ph}' event with ts out of range", ch, i)
+                    else:
+                        keep.append(i)
+                by_ph[ph] = keep
+        if self._first_ts is None:
+            first = min((idx[0] for idx in by_ph.values() if idx), default=None)
+            if first is not None:
+                self._first_ts = ts[first].as_py()
+        flows = sorted(itertools.chain(by_ph.pop("s", ()), by_ph.pop("f", ()), by_ph.pop("t", ())))
+        instants = sorted(itertools.chain(by_ph.pop("i", ()), by_ph.pop("I", ()), by_ph.pop("n", ())))
+        xs = by_ph.pop("X", [])
+        for i in by_ph.pop("C", ()):
+            self._counter(b, evs[i], ts[i].as_py(), _LazyRaw(ch, i))
+        for ph, idx in by_ph.items():
+            for i in idx:
+                self._skip(f"unsupported phase '{ph}'", ch, i)
+        if flows:
+            self._flows(b, evs, flows, ts)
+        # complete events: dur, then one group per category
+        groups: dict = defaultdict(list)
+        dur = None
+        if xs:
+            dur, dcodes = _us_column([evs[i].dur for i in xs])
+            lo_hi = pc.min_max(dur).as_py() if dcodes is None else None
+            if dcodes is not None or not (0 <= lo_hi["min"] and lo_hi["max"] < TS_LIMIT):
+                durl = dur.to_pylist()
+                keep = []
+                for j, i in enumerate(xs):
+                    code = dcodes[j] if dcodes is not None else _OK
+                    if code == _MISSING:
+                        self._skip("complete ('X') event without dur", ch, i)
+                    elif code == _NONNUM:
+                        self._skip("complete ('X') event with a non-numeric dur", ch, i)
+                    elif durl[j] < 0:
+                        self._skip("complete ('X') event with a negative dur", ch, i)
+                    elif durl[j] >= TS_LIMIT:
+                        self._skip("complete ('X') event with dur out of range", ch, i)
+                    else:
+                        keep.append(j)
+            else:
+                keep = range(len(xs))
+            cats = [evs[i].cat for i in xs]
+            for j in keep:
+                groups[cats[j]].append(j)
+        # event ids: one per `events` row, in input order
+        ev_groups = []
+        for cat, js in groups.items():
+            table, kind = _CAT.get((cat or "").lower(), ("events", None))
+            if table == "events":
+                ev_groups.append((cat, kind, js))
+        if instants or ev_groups:
+            mark = bytearray(n)
+            for i in instants:
+                mark[i] = 1
+            for _, _, js in ev_groups:
+                for j in js:
+                    mark[xs[j]] = 1
+            cum = list(itertools.accumulate(mark))
+            base = self._event_id - 1
+            self._event_id += cum[-1]
+        for cat, js in groups.items():
+            table, kind = _CAT.get((cat or "").lower(), ("events", None))
+            ci = [xs[j] for j in js]
+            sub = [evs[i] for i in ci]
+            t0 = ts.take(ci)
+            d = dur.take(js)
+            end = pc.add(t0, d)
+            if table == "events":
+                category = kind or (cat or "").lower() or "unknown"
+                self._events(b, sub, [base + cum[i] for i in ci], t0, end, d, category,
+                             bool(cat) and category in ("cpu_op", "user_annotation", "gpu_user_annotation"),
+                             False)
+            elif table == "kernels":
+                self._kernels(b, sub, t0, end, d)
+            elif table == "api_calls":
+                self._api_calls(b, sub, t0, end, d, kind)
+            else:  # memops, syncs: few rows
+                args = self._args_many(sub)
+                pids = _ints([e.pid for e in sub])[1]
+                tids = _ints([e.tid for e in sub])[1]
+                for ev, a, s_, e_, d_, pid, tid in zip(sub, args, t0.to_pylist(), end.to_pylist(),
+                                                      d.to_pylist(), pids, tids):
+                    if table == "memops":
+                        self._memop(b, ev, a, kind, s_, e_, d_, pid, tid)
+                    else:
+                        self._sync(b, ev, a, s_, e_, d_, pid, tid, None)
+        if instants:
+            t0 = ts.take(instants)
+            self._events(b, [evs[i] for i in instants], [base + cum[i] for i in instants], t0, t0,
+                         pa.repeat(pa.scalar(0, pa.int64()), len(instants)), "instant", False, True)
+        return True
+
+    def _args_many(self, sub: list) -> list:
+        """The mapped args fields of many events: one decode call (per event if one is unusual)."""
+        raws = [e.args or _NULL for e in sub]
+        raws[0] = b"[" + raws[0]
+        raws[-1] = bytes(raws[-1]) + b"]"
+        try:
+            out = _ARGS_LIST.decode(b",".join(raws))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return [self._args(e, b"") for e in sub]
+        return [a if a is not None else _NO_ARGS for a in out]
+
+    def _events(self, b, sub, ids, t0, end, dur, category, with_args, instant) -> None:
+        m = len(sub)
+        pid, pidl, pid_kept = _ints([e.pid for e in sub])
+        tid, tidl, tid_kept = _ints([e.tid for e in sub])
+        if not (pid_kept and tid_kept):  # text pids/tids are kept in args: row by row
+            for ev, eid, s_, e_, p, t in zip(sub, ids, t0.to_pylist(), end.to_pylist(), pidl, tidl):
+                self._event(b, ev, None, s_, e_, p, t, category, eid, instant=instant)
+            return
+        ext = corr = None
+        if with_args:
+            args = self._args_many(sub)
+            ext = _ints([a.external_id for a in args])[0]
+            corr = _ints([a.correlation for a in args])[0]
+        device = stream = None
+        if category == "gpu_user_annotation":
+            device, stream, pid, tid = pid, tid, None, None
+        b["events"].add_columns(m, {
+            "event_id": pa.array(ids, pa.int64()), "pid": pid, "tid": tid, "device_id": device,
+            "stream_id": stream, "start_ns": t0, "end_ns": end, "dur_ns": dur,
+            "name": [e.name for e in sub], "category": pa.repeat(pa.scalar(category), m),
+            "external_id": ext, "correlation_id": corr,
+            "is_instant": pa.repeat(pa.scalar(instant), m), "args": _args_texts(sub)})
+
+    def _kernels(self, b, sub, t0, end, dur) -> None:
+        m = len(sub)
+        args = self._args_many(sub)
+        pidl = _ints([e.pid for e in sub])[1]
+        tidl = _ints([e.tid for e in sub])[1]
+        none3 = (None, None, None)
+        grid = [a.grid if a.grid and len(a.grid) == 3 else none3 for a in args]
+        block = [a.block if a.block and len(a.block) == 3 else none3 for a in args]
+        names = [e.name for e in sub]
+        short = self._short
+        for nm in set(names) - short.keys():
+            short[nm] = short_kernel_name(nm)
+        b["kernels"].add_columns(m, {
+            "device_id": _ints([a.device if a.device is not None else p for a, p in zip(args, pidl)])[0],
+            "context_id": _ints([a.context for a in args])[0],
+            "stream_id": _streams(_ints([a.stream if a.stream is not None else t
+                                         for a, t in zip(args, tidl)])[0]),
+            "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names,
+            "short_name": [short[nm] for nm in names],
+            "correlation_id": _ints([a.correlation for a in args])[0],
+            "external_id": _ints([a.external_id for a in args])[0],
+            "grid_x": [g[0] for g in grid], "grid_y": [g[1] for g in grid], "grid_z": [g[2] for g in grid],
+            "block_x": [g[0] for g in block], "block_y": [g[1] for g in block],
+            "block_z": [g[2] for g in block],
+            "registers_per_thread": _ints([a.registers for a in args])[0],
+            "shared_bytes": _ints([a.shared for a in args])[0], "args": _args_texts(sub)})
+
+    def _api_calls(self, b, sub, t0, end, dur, kind) -> None:
+        m = len(sub)
+        args = self._args_many(sub)
+        names = [e.name for e in sub]
+        if kind == "cuda_runtime":
+            api = [("hip_runtime" if nm and nm.startswith("hip") else kind) for nm in names]
+        else:
+            api = pa.repeat(pa.scalar(kind), m)
+        b["api_calls"].add_columns(m, {
+            "pid": _ints([e.pid for e in sub])[0], "tid": _ints([e.tid for e in sub])[0],
+            "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names, "raw_name": names,
+            "api": api, "correlation_id": _ints([a.correlation for a in args])[0],
+            "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_lc
+                                  for a in args])[0],
+            "args": _args_texts(sub)})
+
+    def _flows(self, b, evs, idx, ts) -> None:
+        """Flow endpoints in input order (`_flow`'s rules), built column-wise."""
+        open_flows = self._open_flows
+        pop = open_flows.pop
+        sub = [evs[i] for i in idx]
+        lower: dict = {}
+        for c in {e.cat for e in sub}:
+            lower[c] = (c or "").lower() or "flow"
+        ids = [e.id for e in sub]
+        keys = list(zip([lower[e.cat] for e in sub], ids))
+        ends = list(zip(_ints([e.pid for e in sub])[1], _ints([e.tid for e in sub])[1],
+                        ts.take(idx).to_pylist()))
+        restarted = []  # (key, start) of a start that never ended: a second 's' came
+        linked = []     # (key, id, start or None, end)
+        for ph, key, fid, end in zip([e.ph for e in sub], keys, ids, ends):
+            if ph == "s":
+                start = pop(key, None)
+                if start is not None:
+                    restarted.append((key, fid, start))
+                open_flows[key] = end
+                continue
+            start = pop(key, None)
+            if ph == "t" and start is not None:  # step: end this link, start the next from here
+                open_flows[key] = end
+            linked.append((key, fid, start, end))
+        rows = [(k[0], fid, st, None) for k, fid, st in restarted] + [
+            (k[0], fid, st, en) for k, fid, st, en in linked]
+        if rows:
+            none3 = (None, None, None)
+            kind, fid, st, en = zip(*rows)
+            sp, stid, sts = zip(*[x or none3 for x in st])
+            ep, etid, ets = zip(*[x or none3 for x in en])
+            b["flows"].add_columns(len(rows), {
+                "flow_id": _ints(list(fid))[0], "kind": list(kind), "start_pid": list(sp),
+                "start_tid": list(stid), "start_ns": list(sts), "end_pid": list(ep),
+                "end_tid": list(etid), "end_ns": list(ets)})
+
+    def _sync(self, b, ev, args, ts, end, dur, pid, tid, extra) -> None:
+        b["syncs"].add(
+            device_id=_int(args.device) if args.device is not None else pid,
+            context_id=_int(args.context), stream_id=_stream(args.stream if args.stream is not None else tid),
+            start_ns=ts, end_ns=end, dur_ns=dur,
+            sync_type=_SYNC_TYPES.get((args.sync_kind or ev.name or "").lower(), "unknown"),
+            correlation_id=_int(args.correlation), event_id=_int(args.wait_event),
+            args=self._args_text(ev, extra))
+
+
     def _decode_event(self, raw):
         """(event, extra fields, raw) or (None, None, raw) when the event is skipped."""
         try:
@@ -354,13 +947,7 @@ class KinetoAdapter(Adapter):
                 external_id=_int(args.external_id if args.external_id is not None else args.external_id_lc),
                 args=self._args_text(ev, extra))
         elif table == "syncs":
-            b["syncs"].add(
-                device_id=_int(args.device) if args.device is not None else pid,
-                context_id=_int(args.context), stream_id=_stream(args.stream if args.stream is not None else tid),
-                start_ns=ts, end_ns=end, dur_ns=dur,
-                sync_type=_SYNC_TYPES.get((args.sync_kind or ev.name or "").lower(), "unknown"),
-                correlation_id=_int(args.correlation), event_id=_int(args.wait_event),
-                args=self._args_text(ev, extra))
+            self._sync(b, ev, args, ts, end, dur, pid, tid, extra)
         return event_id
 
     def _args(self, ev: _Event, raw) -> _Args:
