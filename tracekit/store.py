@@ -163,16 +163,26 @@ class Store:
 
     def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
         con = self.con
-        # GPU work carries no pid in Kineto: take it from the launching API call (same correlation)
-        for t in ("kernels", "memops", "syncs"):
+        # GPU work carries no pid in Kineto: take it from the launching API call (same correlation).
+        # The correlation -> pid map is built once, and only when some GPU row lacks its pid
+        # (nsys rows have it: no pass over its millions of API calls)
+        need = [t for t in ("kernels", "memops", "syncs") if con.execute(
+            f"SELECT 1 FROM {t} WHERE source_id = $sid AND pid IS NULL AND correlation_id IS NOT NULL "
+            "LIMIT 1", {"sid": source_id}).fetchone()]
+        if need:
             con.execute(
-                f"""UPDATE {t} AS g SET pid = a.pid
-                    FROM (SELECT correlation_id, any_value(pid) AS pid FROM api_calls
-                          WHERE source_id = $sid AND correlation_id IS NOT NULL
-                          GROUP BY correlation_id HAVING count(DISTINCT pid) = 1) AS a
-                    WHERE g.source_id = $sid AND g.pid IS NULL AND g.correlation_id = a.correlation_id""",
-                {"sid": source_id},
-            )
+                """CREATE OR REPLACE TEMP TABLE __tk_corr_pid AS
+                   SELECT correlation_id, any_value(pid) AS pid FROM api_calls
+                   WHERE source_id = $sid AND correlation_id IS NOT NULL
+                   GROUP BY correlation_id HAVING count(DISTINCT pid) = 1""", {"sid": source_id})
+            try:
+                for t in need:
+                    con.execute(
+                        f"""UPDATE {t} AS g SET pid = a.pid FROM __tk_corr_pid AS a
+                            WHERE g.source_id = $sid AND g.pid IS NULL
+                              AND g.correlation_id = a.correlation_id""", {"sid": source_id})
+            finally:
+                con.execute("DROP TABLE __tk_corr_pid")
         _derive_nesting(con, source_id)
         span = con.execute(
             " UNION ALL ".join(

@@ -1,0 +1,98 @@
+"""One measured job of bench/run.py, run in its own process (so its wall time and peak memory are
+its own).  Prints one JSON line of phase timings.
+
+    python bench/_job.py tracekit INPUT DB QUERY...   convert INPUT into a fresh DB, then each query
+    python bench/_job.py sql DB QUERY                 one query on an existing store (read-only)
+    python bench/_job.py views DB REPEAT              every view, REPEAT times each (warm timings)
+    python bench/_job.py hta TRACE_DIR                HTA: load + idle-time + kernel breakdown
+
+The `hta` job imports only HTA (run it with the interpreter of HTA's own environment).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def _tracekit(path: str, db: str, queries: list[str]) -> dict:
+    t0 = time.perf_counter()
+    from tracekit.store import Store, writing
+
+    out = {}
+    with writing(db, replace=True) as st:
+        s = st.convert(path)
+    out["convert_s"] = time.perf_counter() - t0
+    out["rows"] = sum(s.converted.values())
+    out["skipped"] = sum(s.skipped.values())
+    with Store(db, read_only=True) as st:
+        for q in queries:
+            t = time.perf_counter()
+            n = st.sql(q).to_arrow_table().num_rows
+            out[f"query {q}"] = [time.perf_counter() - t, n]
+    out["total_s"] = time.perf_counter() - t0
+    return out
+
+
+def _sql(db: str, query: str) -> dict:
+    t0 = time.perf_counter()
+    from tracekit.store import Store
+
+    with Store(db, read_only=True) as st:
+        n = st.sql(query).to_arrow_table().num_rows
+    return {"total_s": time.perf_counter() - t0, "rows": n}
+
+
+def _views(db: str, repeat: int) -> dict:
+    from tracekit import views
+    from tracekit.store import Store
+
+    out = {}
+    with Store(db, read_only=True) as st:
+        for v in views.all_views():
+            times = []
+            for _ in range(repeat + 1):  # the first run warms the caches
+                t = time.perf_counter()
+                try:
+                    n = st.sql(f"SELECT * FROM {v.name}").to_arrow_table().num_rows
+                except Exception as e:  # a view that needs data this store lacks
+                    n = f"error: {str(e).splitlines()[0][:80]}"
+                times.append(time.perf_counter() - t)
+            warm = sorted(times[1:])
+            out[v.name] = {"first_s": times[0], "warm_median_s": warm[len(warm) // 2], "rows": n}
+    return out
+
+
+def _hta(trace_dir: str) -> dict:
+    t0 = time.perf_counter()
+    from hta.trace_analysis import TraceAnalysis
+
+    ta = TraceAnalysis(trace_dir=trace_dir)
+    t1 = time.perf_counter()
+    idle = ta.get_idle_time_breakdown(visualize=False)
+    t2 = time.perf_counter()
+    kern = ta.get_gpu_kernel_breakdown(visualize=False)
+    t3 = time.perf_counter()
+    rows = len(kern[1]) if isinstance(kern, tuple) else None
+    return {"load_s": t1 - t0, "idle_s": t2 - t1, "kernel_s": t3 - t2, "total_s": t3 - t0,
+            "idle_rows": len(idle[0]) if isinstance(idle, tuple) else None, "kernel_rows": rows}
+
+
+def main(argv: list[str]) -> None:
+    kind, args = argv[0], argv[1:]
+    if kind == "tracekit":
+        out = _tracekit(args[0], args[1], args[2:])
+    elif kind == "sql":
+        out = _sql(args[0], args[1])
+    elif kind == "views":
+        out = _views(args[0], int(args[1]))
+    elif kind == "hta":
+        out = _hta(args[0])
+    else:
+        raise SystemExit(f"unknown job {kind}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

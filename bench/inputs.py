@@ -1,0 +1,119 @@
+"""Scaled benchmark inputs built from real captures (bench/run.py builds them on first use).
+
+* ``replicate_kineto(src, dst, copies)``: a Kineto trace whose events are ``copies`` back-to-back
+  copies of the source's events, each shifted in time by the source's span (rounded up to whole
+  µs, so the decimal text of every ``ts`` keeps its digits) and given fresh ids (``correlation``,
+  ``External id``, flow ``id`` + copy × 10^8).  Written as torch.profiler writes it (one event over
+  several lines, the same top-level keys), gzipped.
+* ``replicate_nsys(src, dst, kernels)``: an nsys SQLite export with at least ``kernels`` kernel
+  rows: every activity table with a time range (kernels, memcpy, memset, sync, runtime, NVTX,
+  OS runtime) replicated the same way (times shifted by the span, correlationId + copy × 10^8).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import msgspec
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_NUMBERS = re.compile(rb'"(ts|id|correlation|External id|external id)": (\d+)')
+_TS_US = re.compile(rb'"ts": (\d+)')
+ID_STEP = 10**8
+
+
+def _read(path: Path) -> bytes:
+    data = Path(path).read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def split_kineto(raw: bytes) -> tuple[bytes, bytes, bytes]:
+    """(text up to and including the '[' of traceEvents, the events text, the rest from ']')."""
+    m = _EVENTS_KEY.search(raw)
+    if not m:
+        raise ValueError("no traceEvents array")
+    p = len(raw)
+    while True:  # the ']' that closes the array: what follows it is the rest of the object
+        p = raw.rfind(b"]", 0, p)
+        rest = raw[p + 1:].strip()
+        try:
+            if rest == b"}" or (rest[:1] == b"," and msgspec.json.decode(b"{" + rest[1:]) is not None):
+                break
+        except msgspec.DecodeError:
+            pass
+    return raw[:m.end()], raw[m.end():p].strip(), raw[p:]
+
+
+def replicate_kineto(src: Path, dst: Path, copies: int) -> dict:
+    raw = _read(src)
+    head, body, tail = split_kineto(raw)
+    del raw
+    ts = [int(x) for x in _TS_US.findall(body)]
+    span_us = max(ts) - min(ts) + 1000  # whole µs, plus a 1 ms pause between copies
+    n_events = len(msgspec.json.decode(b"[" + body + b"]", type=list[msgspec.Raw]))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".part")
+    with gzip.open(tmp, "wb", compresslevel=1) as f:
+        f.write(head + b"\n  ")
+        for k in range(copies):
+            if k:
+                shift, ids = k * span_us, k * ID_STEP
+
+                def sub(m, shift=shift, ids=ids):
+                    add = shift if m.group(1) == b"ts" else ids
+                    return b'"%s": %d' % (m.group(1), int(m.group(2)) + add)
+
+                f.write(b",\n  ")
+                f.write(_NUMBERS.sub(sub, body))
+            else:
+                f.write(body)
+        f.write(b"\n  " + tail)
+    tmp.replace(dst)
+    return {"events": n_events * copies, "copies": copies}
+
+
+def replicate_nsys(src: Path, dst: Path, kernels: int) -> dict:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".part")
+    shutil.copyfile(src, tmp)
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    timed = []
+    for t in tables:
+        cols = [(r[1], r[5]) for r in con.execute(f'PRAGMA table_info("{t}")')]
+        names = {c for c, _ in cols}
+        if {"start", "end"} <= names and t != "TARGET_INFO_SESSION_START_TIME":
+            timed.append((t, cols))
+    n0 = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    ranges = [con.execute(f'SELECT min(start), max("end") FROM "{t}"').fetchone() for t, _ in timed]
+    lo = min(r[0] for r in ranges if r[0] is not None)
+    hi = max(r[1] for r in ranges if r[1] is not None)
+    span = hi - lo + 1_000_000
+    copies = -(-kernels // n0)
+    con.execute("CREATE TEMP TABLE copies (k INTEGER)")
+    con.executemany("INSERT INTO copies VALUES (?)", [(k,) for k in range(1, copies)])
+    for t, cols in timed:
+        keep = [c for c, pk in cols if not pk]  # an INTEGER PRIMARY KEY renumbers itself
+        expr = []
+        for c in keep:
+            if c in ("start", "end"):
+                expr.append(f'"{c}" + k * {span}')
+            elif c == "correlationId":
+                expr.append(f'"{c}" + k * {ID_STEP}')
+            else:
+                expr.append(f'"{c}"')
+        con.execute(f'CREATE TEMP TABLE src AS SELECT * FROM "{t}"')
+        con.execute(f'INSERT INTO "{t}" ({", ".join(chr(34) + c + chr(34) for c in keep)}) '
+                    f'SELECT {", ".join(expr)} FROM src, copies ORDER BY k')
+        con.execute("DROP TABLE src")
+        con.commit()
+    n = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.close()
+    tmp.replace(dst)
+    return {"kernels": n, "copies": copies}

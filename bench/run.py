@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""tracekit performance benchmark: scaled inputs from real captures, tracekit and HTA side by side.
+
+    python bench/run.py                                   # everything, default sizes
+    python bench/run.py --kineto /tmp/big/decode_0p5b_s64.json.gz   # a real ~500k-event capture
+    python bench/run.py --only kineto --repeat 5          # one case
+
+Cases (each job runs in its own process; wall time, CPU time and peak RSS are that process's,
+peak RSS as the kernel's ru_maxrss; figures are medians over --repeat runs):
+
+  kineto    the ~500k-event Kineto trace (--kineto, else fixtures/kineto/decode_b1.json.gz
+            replicated to about --events events): tracekit convert + first `hotspots` and
+            `idle_gaps` query in one process (the Python API), the same as three CLI commands
+            (convert, sql hotspots, sql idle_gaps: walls summed, RSS the largest), and HTA
+            (TraceAnalysis load + idle-time breakdown + kernel breakdown) when its interpreter is
+            there (--hta-python; HTA is never a tracekit dependency: see bench/README.md).
+  kineto10  the same trace replicated --scale times (shifted timestamps, fresh ids): tracekit.
+  nsys      fixtures/nsys/decode_b1.sqlite replicated to --nsys-kernels kernel rows: tracekit
+            convert + `hotspots` + `api_summary`.
+  views     every view on the `kineto` store: warm median of 5 (SELECT * into Arrow).
+  startup   `tracekit --version` and `tracekit views`.
+
+Inputs are built once into --work (default /tmp/tracekit-bench) and reused.  Targets are those
+of issue 8; the last column says whether each was met in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import inputs  # noqa: E402
+
+JOB = str(HERE / "_job.py")
+Q_HOT = "SELECT * FROM hotspots"
+Q_IDLE = "SELECT * FROM idle_gaps"
+Q_API = "SELECT * FROM api_summary"
+
+
+def measure(cmd: list[str], cwd: Path = REPO) -> dict:
+    """Run cmd; wall, CPU (user + sys) and peak RSS (MB) of that process (and its children)."""
+    t = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=null, cwd=cwd)
+        out = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {p.returncode}")
+    last = out.decode().strip().splitlines()[-1] if out.strip() else "{}"
+    try:
+        info = json.loads(last)
+    except ValueError:
+        info = {"out": last}
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "info": info}
+
+
+def median_of(runs: list[dict]) -> dict:
+    return {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "rss_mb")} | {
+        "n": len(runs), "walls": [round(r["wall"], 2) for r in runs], "info": runs[-1]["info"]}
+
+
+def repeat(cmd_or_fn, n: int) -> dict:
+    runs = [cmd_or_fn() if callable(cmd_or_fn) else measure(cmd_or_fn) for _ in range(n)]
+    return median_of(runs)
+
+
+class Report:
+    def __init__(self):
+        self.rows: list[tuple] = []
+
+    def add(self, case, tool, m, hta=None, target="", met=None):
+        ratio_t = ratio_m = ""
+        if hta:
+            ratio_t = f"{hta['wall'] / m['wall']:.1f}x faster"
+            ratio_m = f"{m['rss_mb'] / hta['rss_mb']:.2f}x"
+        self.rows.append((case, tool, f"{m['wall']:.2f}", f"{m['cpu']:.2f}", f"{m['rss_mb']:.0f}",
+                          ratio_t, ratio_m, target, "" if met is None else ("yes" if met else "NO")))
+        print(f"  {case} / {tool}: wall {m['wall']:.2f} s (runs {m.get('walls')}), cpu {m['cpu']:.2f} s, "
+              f"peak RSS {m['rss_mb']:.0f} MB {ratio_t} {target} {'' if met is None else ('met' if met else 'NOT met')}",
+              flush=True)
+
+    def print(self):
+        head = ("case", "tool", "wall s", "cpu s", "peak RSS MB", "vs HTA (time)", "vs HTA (RSS)",
+                "target", "met")
+        rows = [head] + self.rows
+        w = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+        print()
+        for k, r in enumerate(rows):
+            print("| " + " | ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) + " |")
+            if k == 0:
+                print("|" + "|".join("-" * (x + 2) for x in w) + "|")
+
+
+def tracekit_cli(py: str, src: Path, db: Path) -> dict:
+    """convert, sql hotspots, sql idle_gaps as three CLI processes: walls summed, RSS max."""
+    cli = [py, "-m", "tracekit.cli"]
+    parts = [measure(cli + ["convert", str(src), "--db", str(db), "--replace", "-q"]),
+             measure(cli + ["sql", Q_HOT, "--db", str(db)]),      # the default table view (100 rows)
+             measure(cli + ["sql", Q_IDLE, "--db", str(db)])]
+    return {"wall": sum(p["wall"] for p in parts), "cpu": sum(p["cpu"] for p in parts),
+            "rss_mb": max(p["rss_mb"] for p in parts), "info": {"walls": [p["wall"] for p in parts]}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kineto", type=Path, help="a real ~500k-event Kineto trace (default: replicate the fixture)")
+    ap.add_argument("--events", type=int, default=500_000, help="events of the replicated Kineto trace")
+    ap.add_argument("--scale", type=int, default=10, help="copies for the kineto10 case")
+    ap.add_argument("--nsys-kernels", type=int, default=10_000_000)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/tracekit-bench"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hta-repeat", type=int, default=None, help="runs of HTA (default: --repeat)")
+    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python",
+                    help="interpreter of a virtual environment with HTA (traceinsight) installed")
+    ap.add_argument("--only", nargs="*", choices=["kineto", "kineto10", "nsys", "views", "startup"])
+    a = ap.parse_args()
+    py = sys.executable
+    only = set(a.only or ["kineto", "kineto10", "nsys", "views", "startup"])
+    work = a.work
+    work.mkdir(parents=True, exist_ok=True)
+    rep = Report()
+    print(f"tracekit benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+          f"work dir {work}", flush=True)
+
+    # -- inputs ------------------------------------------------------------------------------
+    fixture = REPO / "fixtures" / "kineto" / "decode_b1.json.gz"
+    if a.kineto:
+        trace = a.kineto
+        print(f"kineto: real capture {trace} ({trace.stat().st_size / 1e6:.1f} MB gzipped)")
+    else:
+        per = 24392  # events in the fixture
+        copies = max(1, round(a.events / per))
+        trace = work / f"kineto_decode_b1_x{copies}.json.gz"
+        if not trace.exists():
+            print(f"building {trace} ({copies} copies of {fixture.name}) ...", flush=True)
+            inputs.replicate_kineto(fixture, trace, copies)
+        print(f"kineto: {trace} (the fixture replicated {copies}x; pass --kineto for a real capture)")
+    big = work / f"{trace.name.split('.json')[0]}_x{a.scale}.json.gz"
+    if "kineto10" in only and not big.exists():
+        print(f"building {big} ({a.scale} copies) ...", flush=True)
+        inputs.replicate_kineto(trace, big, a.scale)
+    nsys_db = work / f"nsys_decode_b1_{a.nsys_kernels // 1000}k.sqlite"
+    if "nsys" in only and not nsys_db.exists():
+        print(f"building {nsys_db} ...", flush=True)
+        inputs.replicate_nsys(REPO / "fixtures" / "nsys" / "decode_b1.sqlite", nsys_db, a.nsys_kernels)
+
+    # -- kineto ------------------------------------------------------------------------------
+    db = work / "kineto.duckdb"
+    hta = None
+    if "kineto" in only or "views" in only:
+        tk = repeat([py, JOB, "tracekit", str(trace), str(db), Q_HOT, Q_IDLE], a.repeat)
+    if "kineto" in only:
+        hta_dir = work / "hta_trace"
+        if Path(a.hta_python).exists():
+            shutil.rmtree(hta_dir, ignore_errors=True)
+            hta_dir.mkdir()
+            os.symlink(trace.resolve(), hta_dir / "rank-0.json.gz")
+            hta = repeat([a.hta_python, JOB, "hta", str(hta_dir)], a.hta_repeat or a.repeat)
+            rep.add("kineto ~500k events", "HTA load+idle+kernel", hta)
+        else:
+            print(f"HTA: not run ({a.hta_python} not found; see bench/README.md to install it)")
+        rep.add("kineto ~500k events", "tracekit API: convert+hotspots+idle_gaps", tk, hta,
+                "<= 2 s, <= 500 MB" + (", >= 8x faster, < 0.4x RSS of HTA" if hta else ""),
+                tk["wall"] <= 2 and tk["rss_mb"] <= 500 and (
+                    hta is None or (hta["wall"] / tk["wall"] >= 8 and tk["rss_mb"] < 0.4 * hta["rss_mb"])))
+        cli = repeat(lambda: tracekit_cli(py, trace, work / "kineto_cli.duckdb"), a.repeat)
+        rep.add("kineto ~500k events", "tracekit CLI: 3 commands", cli, hta)
+        if "kineto10" in only:
+            tk10 = repeat([py, JOB, "tracekit", str(big), str(work / "kineto10.duckdb"), Q_HOT, Q_IDLE],
+                          max(1, a.repeat // 2))
+            rep.add(f"kineto {a.scale}x", "tracekit API: convert+hotspots+idle_gaps", tk10, None,
+                    f"<= {a.scale}x the time ({a.scale * tk['wall']:.1f} s), < 1 GB",
+                    tk10["wall"] <= a.scale * tk["wall"] and tk10["rss_mb"] < 1024)
+    elif "kineto10" in only:
+        tk10 = repeat([py, JOB, "tracekit", str(big), str(work / "kineto10.duckdb"), Q_HOT, Q_IDLE], 1)
+        rep.add(f"kineto {a.scale}x", "tracekit API: convert+hotspots+idle_gaps", tk10, None, "< 1 GB",
+                tk10["rss_mb"] < 1024)
+
+    # -- nsys --------------------------------------------------------------------------------
+    if "nsys" in only:
+        ns = repeat([py, JOB, "tracekit", str(nsys_db), str(work / "nsys.duckdb"), Q_HOT, Q_API],
+                    max(1, a.repeat // 2))
+        rep.add(f"nsys {a.nsys_kernels / 1e6:g}M kernels", "tracekit API: convert+hotspots+api_summary",
+                ns, None, "<= 15 s (convert + hotspots)",
+                ns["info"]["convert_s"] + ns["info"][f"query {Q_HOT}"][0] <= 15)
+
+    # -- warm views --------------------------------------------------------------------------
+    if "views" in only:
+        v = measure([py, JOB, "views", str(db), "5"])["info"]
+        slow = {k: x for k, x in v.items() if x["warm_median_s"] > 0.1}
+        print("\nwarm view queries on the kineto store (SELECT * into Arrow, median of 5):")
+        for k, x in sorted(v.items(), key=lambda kv: -kv[1]["warm_median_s"]):
+            print(f"  {k:26s} {x['warm_median_s'] * 1000:8.1f} ms   first {x['first_s'] * 1000:8.1f} ms   "
+                  f"rows {x['rows']}")
+        worst = max(v.items(), key=lambda kv: kv[1]["warm_median_s"])
+        rep.add("views, kineto store", f"slowest: {worst[0]}",
+                {"wall": worst[1]["warm_median_s"], "cpu": float("nan"), "rss_mb": float("nan")},
+                None, f"<= 0.1 s each ({len(slow)} of {len(v)} over)", not slow)
+
+    # -- start-up ----------------------------------------------------------------------------
+    if "startup" in only:
+        for args in (["--version"], ["views"]):
+            m = repeat([py, "-m", "tracekit.cli", *args], 5)
+            rep.add("CLI start-up", "tracekit " + " ".join(args), m, None, "<= 0.5 s", m["wall"] <= 0.5)
+
+    rep.print()
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (timings on a shared machine vary)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
