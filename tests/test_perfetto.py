@@ -154,6 +154,8 @@ FIXTURE_SETS = {
     "nsys_decode_b1": ["nsys/decode_b1.sqlite"],
     "kineto_ddp_2ranks": ["kineto/ddp_rank0.json.gz", "kineto/ddp_rank1.json.gz"],
     "nsys_plus_kineto_decode_b1": ["nsys/decode_b1.sqlite", "kineto/decode_b1.json.gz"],
+    # one run under nsys with torch.profiler on: GPU work from nsys, torch ops from Kineto
+    "nsys_plus_kineto_same_run": ["nsys/decode_b1_with_torch.sqlite", "kineto/decode_b1_under_nsys.json.gz"],
 }
 
 
