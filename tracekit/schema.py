@@ -475,16 +475,8 @@ TABLES: tuple[Table, ...] = (
 
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
-#: tables an adapter streams rows into (sources and skipped_rows are written by the store)
-DATA_TABLES = tuple(t.name for t in TABLES if t.name not in ("sources", "skipped_rows"))
-
-
 def table(name: str) -> Table:
     return BY_NAME[name]
-
-
-def empty_batch(name: str) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=table(name).arrow)
 
 
 def to_markdown() -> str:
