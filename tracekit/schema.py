@@ -475,6 +475,7 @@ TABLES: tuple[Table, ...] = (
 
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
+
 def table(name: str) -> Table:
     return BY_NAME[name]
 
