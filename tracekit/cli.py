@@ -46,8 +46,12 @@ def main():
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
 @click.option("--strict", is_flag=True, help="Fail an input when any of its rows would be skipped.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
+              help="Convert up to N inputs at once, each in its own process (default: the number "
+                   "of CPUs; 1: one after the other in this process). The store is the same either "
+                   "way: same source ids, rows and order.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, quiet):
+def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -56,7 +60,17 @@ def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, quiet):
     Prints one line per source: rows per table, rows skipped and why. The store is replaced
     atomically at the end, so readers never see a half-written store; an input that fails
     adds nothing (exit status 2).
+
+    Several inputs (e.g. the ranks of a job) convert in parallel, up to --jobs at once, each in
+    its own process; they are merged into the store in input order, so source ids follow the
+    order of INPUTS whatever --jobs is.
     """
+    from .parallel import default_jobs
+
+    jobs = jobs or default_jobs()
+    if jobs > 1 and len(inputs) > 1:
+        _convert_parallel(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet)
+        return
     failed = 0
     try:
         with writing(db, replace=replace) as store:
@@ -76,6 +90,48 @@ def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, quiet):
                     failed += 1
                     continue
                 click.echo(summary.one_line())
+            if parquet_dir:
+                paths = store.export_parquet(parquet_dir)
+                click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+    except StoreError as e:
+        _fail(str(e))
+    if failed:
+        sys.exit(2)
+
+
+def _convert_parallel(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
+    """`convert` with a process pool (tracekit/parallel.py): the same lines, errors and store."""
+    from .parallel import convert_inputs, error_line
+
+    failed = 0
+    show = not quiet and sys.stderr.isatty() and sum(
+        p.stat().st_size for p in inputs if p.is_file()) > 20_000_000
+    try:
+        with writing(db, replace=replace) as store:
+            bar = None
+            if show:
+                bar = click.progressbar(length=1000, label=f"converting {len(inputs)} inputs "
+                                        f"({min(jobs, len(inputs))} at once)", file=sys.stderr)
+                bar.__enter__()
+            try:
+                pos = [0]
+
+                def progress(frac):
+                    p = int(1000 * frac)
+                    if bar is not None and p > pos[0]:
+                        bar.update(p - pos[0])
+                        pos[0] = p
+
+                for out in convert_inputs(store, inputs, jobs=jobs, format=fmt, rank=rank, strict=strict,
+                                          progress=progress if show else None):
+                    if out.error is not None:
+                        click.echo(f"tracekit: error: {error_line(out.path, out.error)}", err=True)
+                        failed += 1
+                    else:
+                        click.echo(out.summary.one_line())
+            finally:
+                if bar is not None:
+                    bar.__exit__(None, None, None)
             if parquet_dir:
                 paths = store.export_parquet(parquet_dir)
                 click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")

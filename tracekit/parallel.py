@@ -1,0 +1,352 @@
+"""Converting many inputs at once: one process per input, merged into the store in input order.
+
+``convert_inputs(store, paths, jobs=N)`` converts each input in one of ``N`` worker processes
+(``python -m tracekit.parallel``, fed one input at a time) into a private temporary store of its own
+(``writing()`` + ``Store.convert``, exactly the serial code), and the parent merges the finished
+stores into ``store`` **in input order** while the other workers go on: for every table of
+tracekit/schema.py, ``INSERT INTO main.<t> SELECT * REPLACE (<id> AS source_id) FROM part.<t>``
+from the worker's store attached read-only.  Source ids are given at merge time, the way the
+serial path gives them (the next id of the store; a failed input takes none), so the store ends
+up with the same source ids, the same rows in the same order, as the serial conversion of the
+same inputs (``bench/samestore.py`` and tests/test_parallel.py check it).
+
+The worker stores live in a hidden folder next to the store (``.<name>.parts-<pid>/``) and are
+deleted once merged; the caller's ``writing()`` block still makes the final replace atomic.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import orjson
+
+from . import schema
+from .adapters.base import TraceError
+from .store import CONVERT_MEMORY_LIMIT, SourceSummary, Store, writing
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class InternalError(Exception):
+    """An exception other than TraceError raised while converting an input (a bug, not bad
+    input), carried back from a worker process: ``type_name``, ``message`` and the worker's
+    ``traceback`` text."""
+
+    def __init__(self, type_name: str, message: str, tb: str = ""):
+        self.type_name, self.message, self.traceback = type_name, message, tb
+        super().__init__(f"{type_name}: {message}")
+
+
+@dataclass
+class Outcome:
+    """The result of one input: a summary (converted and merged) or the error (nothing added)."""
+
+    path: Path
+    summary: SourceSummary | None = None
+    error: Exception | None = None  # TraceError, InternalError, or (serial path) the exception
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker side: ``python -m tracekit.parallel`` reads one task per line (JSON) on stdin and
+# answers with JSON lines on stdout (progress, then the results); it ends when stdin closes.
+# Workers are plain subprocesses, not multiprocessing children: nothing of the caller's
+# ``__main__`` is re-imported, so the Python API works from any script or notebook.
+#
+# A task is a run of consecutive inputs (a chunk), converted one after the other into one fresh
+# store: creating a store (tables, views, checkpoint) costs about as much as converting a small
+# rank's trace, so a chunk of several small inputs pays it once; big inputs get a chunk each.
+def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
+    """Convert ``inputs`` (``[index, path]`` pairs) into the fresh store ``part``, each as the next
+    source of it (a failed input adds nothing, as in the serial path).  Returns per input
+    ``["ok", local source_id, path, format, converted, skipped]``, ``["trace", path, what, todo]``
+    or ``["internal", type name, message, traceback]``; raises only when the store itself fails."""
+    out = []
+    with writing(part, replace=True) as st:
+        threads = os.environ.get("TRACEKIT_WORKER_THREADS")
+        if threads:
+            st.con.execute(f"SET threads = {int(threads)}")
+        for i, path in inputs:
+            progress = None
+            if send is not None:
+                last = [-1]
+
+                def progress(done, total, i=i, last=last):
+                    permille = int(1000 * done / total) if total else 1000
+                    if permille > last[0] + 9:  # at most ~100 messages per input
+                        last[0] = permille
+                        send({"i": i, "progress": permille})
+            try:
+                s = st.convert(path, progress=progress, format=fmt, rank=rank, strict=strict)
+                out.append(["ok", s.source_id, s.path, s.format, s.converted, s.skipped])
+            except TraceError as e:
+                out.append(["trace", e.path, e.what, e.todo])
+            except Exception as e:  # a bug: carried back as text
+                out.append(["internal", type(e).__name__, str(e), traceback.format_exc()])
+            if send is not None:
+                send({"i": i, "progress": 1000})
+    return out
+
+
+def _worker_main() -> None:
+    out = sys.stdout.buffer
+
+    def send(msg) -> None:
+        out.write(orjson.dumps(msg) + b"\n")
+        out.flush()
+
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        task = orjson.loads(line)
+        try:
+            res = _work(task["inputs"], task["part"], task["format"], task["rank"], task["strict"],
+                        send if task["progress"] else None)
+        except Exception:  # the store failed (disk full, ...): the parent converts the chunk itself
+            sys.stderr.write(traceback.format_exc())
+            res = None
+        send({"chunk": task["chunk"], "results": res})
+
+
+# ---------------------------------------------------------------------------------------------
+# the parent side
+def merge_part(store: Store, part: str | os.PathLike, base_id: int) -> None:
+    """Append every source of the store ``part`` to ``store``, source ``k`` of the part becoming
+    ``base_id + k``: every table of the schema, rows in their order, in one transaction (a failure
+    adds nothing)."""
+    con = store.con
+    alias = "__tk_part"
+    con.execute(f"ATTACH '{str(part).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
+    prev = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    try:
+        if CONVERT_MEMORY_LIMIT:
+            con.execute(f"SET memory_limit = '{CONVERT_MEMORY_LIMIT}'")
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for t in schema.TABLES:
+                cols = ", ".join(f'"{c}"' for c in t.column_names)
+                sel = ", ".join(f"(source_id + {int(base_id)})::INTEGER" if c == "source_id" else f'"{c}"'
+                                for c in t.column_names)
+                con.execute(f'INSERT INTO main."{t.name}" ({cols}) SELECT {sel} FROM {alias}."{t.name}"')
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.execute(f"SET memory_limit = '{prev}'")
+        con.execute(f"DETACH {alias}")
+
+
+def convert_inputs(store: Store, paths: Sequence[str | os.PathLike], jobs: int | None = None,
+                   format: str | None = None, rank: int | None = None, strict: bool = False,
+                   progress: Callable[[float], None] | None = None) -> Iterator[Outcome]:
+    """Convert ``paths`` into ``store`` with ``jobs`` worker processes (default: one per CPU),
+    yielding one Outcome per input, in input order, as each is merged.  ``jobs=1`` (or a single
+    input) is the serial path: ``store.convert`` in this process, one input after the other.
+    ``progress(fraction)`` is called with the done fraction of all inputs (by size)."""
+    paths = [Path(p) for p in paths]
+    jobs = default_jobs() if not jobs or jobs < 1 else jobs
+    if jobs == 1 or len(paths) <= 1:
+        yield from _serial(store, paths, format, rank, strict, progress)
+        return
+    yield from _parallel(store, paths, min(jobs, len(paths)), format, rank, strict, progress)
+
+
+def _serial(store, paths, fmt, rank, strict, progress) -> Iterator[Outcome]:
+    for p in paths:
+        try:
+            s = store.convert(p, format=fmt, rank=rank, strict=strict)
+        except TraceError as e:
+            yield Outcome(p, error=e)
+            continue
+        except Exception as e:
+            if os.environ.get("TRACEKIT_DEBUG"):
+                raise
+            yield Outcome(p, error=e)
+            continue
+        yield Outcome(p, summary=s)
+
+
+def _size(p: Path) -> int:
+    try:
+        return max(p.stat().st_size, 1) if p.is_file() else 1
+    except OSError:
+        return 1
+
+
+def _chunks(sizes: list[int], jobs: int) -> list[list[int]]:
+    """Cut the inputs (in order) into runs of about total / (4 × jobs) bytes: about four tasks a
+    worker, so the work stays balanced while small inputs share a store."""
+    target = sum(sizes) / (4 * jobs)
+    out: list[list[int]] = [[]]
+    acc = 0
+    for i, n in enumerate(sizes):
+        if out[-1] and acc + n > target:
+            out.append([])
+            acc = 0
+        out[-1].append(i)
+        acc += n
+    return out
+
+
+class _Worker:
+    """One ``python -m tracekit.parallel`` process and the chunk it is on."""
+
+    def __init__(self, env: dict, errfile):
+        self.proc = subprocess.Popen([sys.executable, "-m", "tracekit.parallel"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=errfile, env=env)
+        self.buf = b""
+        self.task: int | None = None
+
+    def give(self, msg: dict) -> bool:
+        try:
+            self.proc.stdin.write(orjson.dumps(msg) + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return False
+        self.task = msg["chunk"]
+        return True
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outcome]:
+    sizes = [_size(p) for p in paths]
+    total = sum(sizes)
+    done = [0.0] * len(paths)  # fraction done per input
+    chunks = _chunks(sizes, jobs)
+    jobs = min(jobs, len(chunks))
+
+    def report():
+        if progress:
+            progress(sum(d * s for d, s in zip(done, sizes)) / total)
+
+    parts = Path(store.path).resolve().parent / f".{Path(store.label).name}.parts-{os.getpid()}"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir()
+    env = dict(os.environ, TRACEKIT_WORKER_THREADS=str(max(1, default_jobs() // jobs)))
+    pkg_root = str(Path(__file__).resolve().parents[1])  # so that workers import this tracekit
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (pkg_root, os.environ.get("PYTHONPATH")) if x)
+    results: dict[int, list | None] = {}  # per chunk; None: failed in the worker, converted here
+    todo = list(range(len(chunks)))[::-1]  # a stack: pop() gives the next chunk in order
+    workers: list[_Worker] = []
+    sel = selectors.DefaultSelector()
+    errlog = open(parts / "workers.log", "wb")
+
+    def assign(w: _Worker) -> None:
+        w.task = None
+        if todo:
+            c = todo.pop()
+            if w.give({"chunk": c, "inputs": [[i, str(paths[i])] for i in chunks[c]],
+                       "part": str(parts / f"{c}.duckdb"), "format": fmt, "rank": rank,
+                       "strict": strict, "progress": bool(progress)}):
+                return
+            todo.append(c)
+        w.stop()
+
+    def pump(timeout: float) -> None:
+        """Read what the workers said; hand the next chunk to each that finished one."""
+        for key, _ in sel.select(timeout):
+            w: _Worker = key.data
+            data = os.read(key.fd, 1 << 16)
+            if not data:  # the worker ended (or died: its chunk is converted here)
+                sel.unregister(key.fd)
+                w.proc.wait()
+                if w.task is not None:
+                    results[w.task] = None
+                    w.task = None
+                continue
+            w.buf += data
+            *lines, w.buf = w.buf.split(b"\n")
+            for line in lines:
+                msg = orjson.loads(line)
+                if "progress" in msg:
+                    done[msg["i"]] = max(done[msg["i"]], msg["progress"] / 1000)
+                else:
+                    results[msg["chunk"]] = msg["results"]
+                    assign(w)
+        report()
+
+    try:
+        for _ in range(jobs):
+            w = _Worker(env, errlog)
+            workers.append(w)
+            sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+            assign(w)
+        for c, idx in enumerate(chunks):
+            while c not in results:
+                if not sel.get_map():  # every worker is gone: the rest is converted here
+                    results[c] = None
+                    break
+                pump(0.2)
+            res = results.pop(c)
+            if c in todo:
+                todo.remove(c)
+            if res is None:  # the worker died on this chunk: the serial path, here
+                for i in idx:
+                    outcome = next(_serial(store, [paths[i]], fmt, rank, strict, None))
+                    done[i] = 1.0
+                    report()
+                    yield outcome
+                continue
+            base = store.next_source_id()
+            if any(r[0] == "ok" for r in res):
+                merge_part(store, parts / f"{c}.duckdb", base)
+            for f in (parts / f"{c}.duckdb", parts / f"{c}.duckdb.wal"):
+                f.unlink(missing_ok=True)
+            for i, r in zip(idx, res):
+                p = paths[i]
+                if r[0] == "ok":
+                    _, local, spath, sfmt, converted, skipped = r
+                    yield Outcome(p, summary=SourceSummary(base + local, spath, sfmt, converted, skipped))
+                elif r[0] == "trace":
+                    yield Outcome(p, error=TraceError(r[1], r[2], r[3]))
+                else:
+                    if os.environ.get("TRACEKIT_DEBUG"):
+                        raise RuntimeError(f"{p}: internal error in a conversion worker:\n{r[3]}")
+                    yield Outcome(p, error=InternalError(r[1], r[2], r[3]))
+    finally:
+        for w in workers:
+            w.stop()
+        for w in workers:
+            if w.proc.poll() is None and w.task is not None:  # stopped early (an error, Ctrl-C)
+                w.proc.terminate()
+            try:
+                w.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+            w.proc.stdout.close()
+        sel.close()
+        errlog.close()
+        shutil.rmtree(parts, ignore_errors=True)
+
+
+def error_line(path, e: Exception) -> str:
+    """The one-line message (after ``tracekit: error: ``) for an input that failed."""
+    if isinstance(e, TraceError):
+        return e.one_line()
+    name, msg = (e.type_name, e.message) if isinstance(e, InternalError) else (type(e).__name__, str(e))
+    return (f"{path}: internal error while converting ({name}: {msg}); please report it, with "
+            "TRACEKIT_DEBUG=1 for the traceback")
+
+
+if __name__ == "__main__":
+    _worker_main()
