@@ -19,6 +19,10 @@ peak RSS as the kernel's ru_maxrss; figures are medians over --repeat runs):
             convert + `hotspots` + `api_summary`.
   views     every view on the `kineto` store: warm median of 5 (SELECT * into Arrow).
   startup   `tracekit --version` and `tracekit views`.
+  ranks     64 ranks made from the real 2-rank DDP capture (bench/ranks.py): `tracekit convert`
+            of the 64 files with --jobs 1 and --jobs 2 (wall, peak RSS of all its processes),
+            then rank_imbalance, overlap, idle_gaps, hotspots, gpu_utilization over the store
+            and over its partitioned Parquet export (first and warm). Not in the default set.
 
 Inputs are built once into --work (default /tmp/tracekit-bench) and reused.  Targets are those
 of issue 8; the last column says whether each was met in this run.
@@ -41,6 +45,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import inputs  # noqa: E402
+import ranks  # noqa: E402
 
 JOB = str(HERE / "_job.py")
 Q_HOT = "SELECT * FROM hotspots"
@@ -125,7 +130,7 @@ def main() -> int:
     ap.add_argument("--hta-repeat", type=int, default=None, help="runs of HTA (default: --repeat)")
     ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python",
                     help="interpreter of a virtual environment with HTA (traceinsight) installed")
-    ap.add_argument("--only", nargs="*", choices=["kineto", "kineto10", "nsys", "views", "startup"])
+    ap.add_argument("--only", nargs="*", choices=["kineto", "kineto10", "nsys", "views", "startup", "ranks"])
     a = ap.parse_args()
     py = sys.executable
     only = set(a.only or ["kineto", "kineto10", "nsys", "views", "startup"])
@@ -209,6 +214,10 @@ def main() -> int:
         rep.add("views, kineto store", f"slowest: {worst[0]}",
                 {"wall": worst[1]["warm_median_s"], "cpu": float("nan"), "rss_mb": float("nan")},
                 None, f"<= 0.1 s each ({len(slow)} of {len(v)} over)", not slow)
+
+    # -- many ranks (bench/ranks.py) --------------------------------------------------------
+    if "ranks" in only:
+        ranks.run_case(rep, py, work, a.repeat)
 
     # -- start-up ----------------------------------------------------------------------------
     if "startup" in only:
