@@ -4,7 +4,8 @@
     python bench/ranks.py build OUT_DIR [WORLD]     write rank0..rank{WORLD-1}.json.gz (default 64)
     python bench/ranks.py views STORE|PARQUET_DIR REPEAT   time the multi-rank views (one JSON line)
     python bench/ranks.py export STORE DIR          the partitioned Parquet export of a store
-    python bench/run.py --only ranks                the benchmark case (run_case below)
+    python bench/ranks.py bench WORK REPEAT JOBS... the case alone, with those --jobs values
+    python bench/run.py --only ranks                the case within the benchmark (--jobs 1 and 2)
 
 ``replicate_ranks`` makes rank r from ``fixtures/kineto/ddp_rank{r % 2}.json.gz`` (the real
 2-rank DDP step, 388 kernels and 8 NCCL all-reduces a rank): distributedInfo says rank r of
@@ -208,6 +209,14 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["build"]:
         ps = replicate_ranks(Path(argv[1]), int(argv[2]) if len(argv) > 2 else 64)
         print(json.dumps({"files": len(ps), "bytes": sum(p.stat().st_size for p in ps)}))
+    elif argv[:1] == ["bench"]:
+        import run
+
+        rep = run.Report()
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+        run_case(rep, sys.executable, Path(argv[1]), int(argv[2]), jobs=tuple(int(j) for j in argv[3:]) or (1, 2))
+        rep.print()
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     elif argv[:1] == ["export"]:
         from tracekit.store import Store
 
