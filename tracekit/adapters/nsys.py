@@ -6,8 +6,20 @@ Reading strategy
 The export is opened read-only (``file:…?mode=ro&immutable=1``) with the stdlib ``sqlite3``.  Every
 table and column is feature-detected (``PRAGMA table_info``): a missing table means "no rows", a
 missing column reads as NULL, columns nobody mapped (nsys's many extras, users' own appended
-columns) land in ``args`` as JSON.  Each table is streamed with ``fetchmany`` in chunks and
-converted **column-wise**: a chunk becomes Arrow arrays, times/ids are computed with Arrow
+columns) land in ``args`` as JSON.
+
+The two big tables (``CUPTI_ACTIVITY_KIND_KERNEL``, ``CUPTI_ACTIVITY_KIND_RUNTIME``: millions of
+rows) are read with no Python per row: the Arrow ADBC SQLite driver reads them in rowid ranges of
+FAST_BATCH_ROWS, a few ranges ahead in threads (it releases the GIL), straight into Arrow arrays;
+names are StringIds look-ups with Arrow ``take``, and ``args`` is made from the extra integer
+columns by ``_args_arrow`` (templates per combination of the low-cardinality columns, joined by
+polars) to the exact text SQLite's ``json_object`` gives.  A range is only taken that way when
+every value it holds is an integer; any other range (a user-edited file, a value of another
+type) is read again through the sqlite3 path below, so both paths give the same rows, repairs and
+skipped-row accounting.
+
+The other tables (and the big ones without the driver) are streamed with ``fetchmany`` in chunks
+and converted **column-wise**: a chunk becomes Arrow arrays, times/ids are computed with Arrow
 kernels, and ``args`` is built by SQLite itself (``json_object``; ``json_patch`` drops the NULLs),
 so the per-row Python work is a few dictionary look-ups (strings, enums).  Small tables (devices,
 processes, threads) go through the usual ``Builders``.
@@ -69,6 +81,9 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -79,7 +94,15 @@ from .. import schema
 from ..names import api_base_name, short_kernel_name
 from .base import Adapter, Builders, TraceError
 
+try:  # columnar SQLite reader (Apache Arrow ADBC): the big tables without Python per row
+    import adbc_driver_sqlite.dbapi as _adbc
+except ImportError:  # pragma: no cover - a dependency; without it every table takes the sqlite3 path
+    _adbc = None
+
 CHUNK_ROWS = 65_536
+#: rowids per range (one Arrow batch) of the columnar reader (KERNEL, RUNTIME), and its threads
+FAST_BATCH_ROWS = 65_536
+FAST_READERS = max(1, min(4, (os.cpu_count() or 1) - 1))
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 NO_STREAM = 4294967295
 
@@ -231,6 +254,7 @@ class NsysAdapter(Adapter):
             con = sqlite3.connect(f"file:{db_path.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
         except sqlite3.Error as e:
             raise TraceError(path, f"cannot open the SQLite file ({e})", "check the path and permissions") from None
+        self._uri = f"file:{db_path.resolve().as_posix()}?mode=ro&immutable=1"
         try:
             yield from self._read(con, path, source_id, progress, meta_extra)
         except sqlite3.DatabaseError as e:
@@ -346,6 +370,104 @@ class NsysAdapter(Adapter):
         for rows in self._chunks(table, sql):
             yield rows, dict(zip(keys, zip(*rows)))
 
+    def _select_fast(self, table: str, wanted: list[str]):
+        """``_select`` through the columnar reader (ADBC): the same (rows, columns) chunks, with
+        Arrow arrays as columns and ``args`` built without Python per row (``_args_arrow``).
+
+        The table is cut into rowid ranges of FAST_BATCH_ROWS, read by up to FAST_READERS
+        threads (each with its own connection; the driver releases the GIL) a few ranges ahead,
+        and handed out in rowid order, which is the order of a plain table scan.  A range is only
+        taken when every column it returns is an integer column (what nsys writes); one with
+        another type of value (a user-edited file), or whose reading fails, is read again through
+        ``_select`` (the same rowid range), so the rows, repairs and skipped-row accounting are
+        those of the sqlite3 path.  Without the driver, when the rowid is not addressable (a
+        column named rowid, _rowid_ and oid) or the rowids are too sparse to cut into ranges, the
+        whole table goes through ``_select``."""
+        have = self.tables[table]
+        lower = {c.lower() for c in have}
+        rid = next((r for r in ("rowid", "_rowid_", "oid") if r not in lower), None)
+        plan = None
+        if _adbc is not None and rid is not None:
+            try:
+                lo, hi = self.con.execute(f"SELECT min({rid}), max({rid}) FROM {_q(table)}").fetchone()
+                rest = [c for c in have if c not in wanted]
+                keys = [self.con.execute("SELECT json_object(?, 0)", (c,)).fetchone()[0][1:-2]
+                        for c in rest]
+                if lo is not None and hi - lo < 2 * self.counts.get(table, 0) + FAST_BATCH_ROWS:
+                    plan = (lo, hi, rest, keys)
+            except sqlite3.Error:
+                plan = None
+        if plan is None:
+            yield from self._select(table, wanted)
+            return
+        lo, hi, rest, keys = plan
+        cols = [c for c in wanted if c in have] + rest
+        sql = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE {rid} BETWEEN ? AND ?"
+        ranges = [(x, min(x + FAST_BATCH_ROWS - 1, hi)) for x in range(lo, hi + 1, FAST_BATCH_ROWS)]
+        for (a, b), rb in self._read_ranges(sql, ranges):
+            n = 0 if rb is None else rb.num_rows
+            if rb is None or not all(pa.types.is_integer(ty) or pa.types.is_null(ty) for ty in rb.schema.types):
+                yield from self._select(table, wanted, where=f"WHERE {rid} BETWEEN {a} AND {b}")
+                continue
+            if not n:
+                continue
+            arrays = dict(zip(cols, rb.columns))
+            c = {k: arrays[k] if k in arrays else pa.nulls(n, pa.int64()) for k in wanted}
+            c["__args"] = _args_arrow(keys, [arrays[k] for k in rest], n)
+            yield _ArrowRows(c, wanted), c
+
+    def _read_ranges(self, sql: str, ranges: list[tuple[int, int]]):
+        """Yield (range, RecordBatch or None when it could not be read) in order, reading up to
+        FAST_READERS ranges ahead in threads."""
+        local = threading.local()
+        opened: list = []
+        lock = threading.Lock()
+
+        def read(r):
+            try:
+                con = getattr(local, "con", None)
+                if con is None:
+                    con = local.con = _adbc.connect(self._uri)
+                    with lock:
+                        opened.append(con)
+                cur = con.cursor()
+                try:
+                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(FAST_BATCH_ROWS)})
+                    cur.execute(sql, r)
+                    t = cur.fetch_arrow_table()
+                finally:
+                    cur.close()
+                if t.num_columns and any(ch.num_chunks != 1 for ch in t.columns):
+                    t = t.combine_chunks()
+                return pa.RecordBatch.from_arrays([ch.chunk(0) if ch.num_chunks else pa.array([], ch.type)
+                                                   for ch in t.columns], names=t.column_names)
+            except Exception:  # noqa: BLE001 - read again through sqlite3 (the same error or none)
+                return None
+
+        pool = ThreadPoolExecutor(max_workers=FAST_READERS, thread_name_prefix="tracekit-nsys")
+        try:
+            pending: deque = deque()
+            todo = iter(ranges)
+            for r in todo:
+                pending.append((r, pool.submit(read, r)))
+                if len(pending) > FAST_READERS:
+                    break
+            while pending:
+                r, fut = pending.popleft()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(read, nxt)))
+                yield r, fut.result()
+        finally:
+            for _, fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=True)
+            for con in opened:
+                try:
+                    con.close()
+                except Exception:  # noqa: BLE001 - closing read-only connections
+                    pass
+
     def _chunks(self, table: str, sql: str):
         """fetchmany chunks; on invalid UTF-8, re-run with the replacing decoder and resume after
         the rows already delivered (same query on an immutable file: same order)."""
@@ -374,6 +496,8 @@ class NsysAdapter(Adapter):
         v = cols.get(name)
         if v is None:
             return pa.nulls(n, pa.int64())
+        if isinstance(v, pa.Array):  # from the columnar reader: int64 already (checked there)
+            return v if v.type == pa.int64() else v.cast(pa.int64())
         try:
             return pa.array(v, pa.int64())
         except _INT:  # a value of another type (user-edited file): NULL it, count it
@@ -479,7 +603,7 @@ class NsysAdapter(Adapter):
                   "demangledName", "shortName", "mangledName", "launchType", "registersPerThread",
                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "staticSharedMemory",
                   "dynamicSharedMemory", "graphNodeId", "graphId"]
-        for rows, c in self._select(t, wanted):
+        for rows, c in self._select_fast(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
             start, end = I("start"), I("end")
@@ -609,7 +733,7 @@ class NsysAdapter(Adapter):
             return
         wanted = ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"]
         api_names: dict = {}
-        for rows, c in self._select(t, wanted):
+        for rows, c in self._select_fast(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
             start, end = I("start"), I("end")
@@ -642,10 +766,11 @@ class NsysAdapter(Adapter):
                     "category": pa.nulls(n, pa.string()).fill_null("cuda_backtrace"),
                     "is_instant": pa.nulls(n, pa.bool_()).fill_null(False),
                     # events have no return_value column: keep it in args
-                    "args": _merge_unknown_enums(c["__args"], (("returnValue", c["returnValue"], {}),))})
+                    "args": _merge_unknown_enums(_seq(c["__args"]), (("returnValue", _seq(c["returnValue"]), {}),))})
                 yield from self._emit("events", ev, pc.and_(ok, is_bt))
             other = pc.and_(ok, pc.invert(pc.or_(is_api, is_bt)))
             if pc.any(other).as_py():
+                ec = _seq(ec)
                 for i in (i for i, v in enumerate(other.to_pylist()) if v):
                     x = ec[i]
                     self.accounting.skip(
@@ -954,6 +1079,109 @@ class NsysAdapter(Adapter):
 
 
 # -- module helpers ------------------------------------------------------------------------------
+class _ArrowRows:
+    """Row ``i`` of Arrow columns as a tuple (the examples of skipped rows)."""
+
+    def __init__(self, cols: dict, keys: list[str]):
+        self.cols, self.keys = cols, keys
+
+    def __len__(self) -> int:
+        return len(self.cols[self.keys[0]])
+
+    def __getitem__(self, i: int) -> tuple:
+        return tuple(self.cols[k][i].as_py() for k in self.keys)
+
+
+def _args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int = 256) -> pa.Array:
+    """The JSON text that ``_args_sql`` has SQLite build, for integer columns, without Python per
+    row: the non-NULL members in column order, NULL when there are none.  ``keys`` are the member
+    prefixes as SQLite writes them (``"name":``).
+
+    Columns with few distinct values (nsys's constant-ish extras) are folded into one code per
+    row; each distinct code becomes a text template in Python (the members of those columns, and
+    which of the other columns are NULL), and a row's text is its template's literal pieces
+    around the decimal text of its other columns, joined by polars (Arrow's string joins are
+    several times slower)."""
+    parts = []  # (key, "low", dictionary, mult, card) or (key, "high", array, mult or None, 2)
+    code = None
+    mult = 1
+    for k, a in zip(keys, arrays):
+        if a.null_count == n:
+            continue
+        enc = pc.dictionary_encode(a, null_encoding="encode")
+        card = len(enc.dictionary)
+        if card <= max_card and mult * card < (1 << 62):
+            term, part = enc.indices.cast(pa.int64()), (k, "low", enc.dictionary.to_pylist(), mult, card)
+        elif a.null_count:
+            term, card, part = pc.is_null(a).cast(pa.int64()), 2, (k, "high", a, mult, 2)
+        else:
+            parts.append((k, "high", a, None, 1))
+            continue
+        if mult * card >= (1 << 62):  # too many combinations: no folding
+            return _args_joined(keys, arrays, n)
+        term = term if mult == 1 else pc.multiply(term, mult)
+        code = term if code is None else pc.add(code, term)
+        parts.append(part)
+        mult *= card
+    if not parts:
+        return pa.nulls(n, pa.string())
+    enc = pc.dictionary_encode(code if code is not None else pa.repeat(pa.scalar(0, pa.int64()), n))
+    combos = enc.dictionary.to_pylist()
+    if len(combos) > 1024 and len(combos) * 8 > n:
+        return _args_joined(keys, arrays, n)
+    highs = [p for p in parts if p[1] == "high"]
+    lits: list[list] = [[] for _ in range(len(highs) + 1)]
+    for x in combos:
+        pieces, buf, first = [], "", True
+        for k, kind, v, m, card in parts:
+            if kind == "low":
+                val = v[(x // m) % card]
+                if val is not None:
+                    buf += ("{" if first else ",") + k + str(val)
+                    first = False
+            elif m is not None and (x // m) % 2:  # NULL in this row: no member
+                pieces.append(buf)
+                buf = ""
+            else:
+                pieces.append(buf + ("{" if first else ",") + k)
+                buf, first = "", False
+        pieces.append(buf + "}")
+        if first:  # no member at all: NULL
+            pieces = [None] + [""] * len(highs)
+        for j, piece in enumerate(pieces):
+            lits[j].append(piece)
+    import polars as pl
+
+    if not highs:
+        return pc.take(pa.array(lits[0], pa.string()), enc.indices)
+    frame = {"__i": enc.indices.cast(pa.uint32())}
+    exprs = []
+    for j, lit in enumerate(lits):
+        exprs.append(pl.lit(lit[0], dtype=pl.Utf8) if len(set(lit)) == 1
+                     else pl.lit(pl.Series(lit, dtype=pl.Utf8)).gather(pl.col("__i")))
+        if j < len(highs):
+            frame[f"h{j}"] = highs[j][2]
+            exprs.append(pl.col(f"h{j}").cast(pl.Utf8).fill_null(""))
+    out = pl.from_arrow(pa.table(frame)).select(pl.concat_str(exprs).alias("a")).to_series().to_arrow()
+    return out.cast(pa.string())
+
+
+def _args_joined(keys: list[str], arrays: list[pa.Array], n: int) -> pa.Array:
+    """``_args_arrow`` member by member (when the columns have too many distinct values)."""
+    pieces = [pc.binary_join_element_wise("," + k, pc.cast(a, pa.string()), "")
+              for k, a in zip(keys, arrays) if a.null_count < n]
+    if not pieces:
+        return pa.nulls(n, pa.string())
+    body = pc.binary_join_element_wise(*pieces, "", null_handling="replace", null_replacement="")
+    text = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(body, 1), "}", "")
+    return pc.if_else(pc.equal(body, ""), pa.scalar(None, pa.string()), text)
+
+
+def _seq(v):
+    """A column as a Python sequence (Arrow arrays of the columnar reader become lists)."""
+    return v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
+
+
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
