@@ -188,7 +188,10 @@ def sql(query, db, fmt, output, params, max_rows):
             _fail(f"query failed: {str(e).splitlines()[0]}")
         if rel is None:
             return
-        _emit(rel, fmt, output, max_rows)
+        try:
+            _emit(rel, fmt, output, max_rows)
+        except duckdb.Error as e:  # raised while the query runs (its result is computed lazily)
+            _fail(f"query failed: {str(e).splitlines()[0]}")
 
 
 def _param_value(v: str):
@@ -206,18 +209,10 @@ def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows:
             _fail("--format parquet needs -o FILE")
         rel.write_parquet(str(output))
         return
-    tbl = rel.to_arrow_table()
     if fmt == "csv":
-        import csv
-
-        f = output.open("w", newline="") if output else sys.stdout
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(tbl.column_names)
-        for batch in tbl.to_batches():
-            w.writerows(zip(*(col.to_pylist() for col in batch.columns)))
-        if output:
-            f.close()
+        _write_csv(rel, output)
         return
+    tbl = rel.to_arrow_table()
     if fmt == "json":
         import orjson
 
@@ -232,6 +227,37 @@ def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows:
         output.write_text(text)
     else:
         click.echo(text)
+
+
+def _write_csv(rel: duckdb.DuckDBPyRelation, output: Path | None) -> None:
+    """CSV by DuckDB's writer (C++, parallel): a header line, `,`, `"` quoting only where needed
+    (doubled inside), `\n` line ends, NULL as an empty field (an empty string is `""`); booleans
+    as `True` / `False`, as before. Standard output gets the file through a temporary file."""
+    import io
+    import shutil
+    import tempfile
+
+    def q(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    if any(str(t) == "BOOLEAN" for t in rel.types):
+        rel = rel.project(", ".join(
+            f"CASE WHEN {q(c)} THEN 'True' WHEN NOT {q(c)} THEN 'False' END AS {q(c)}"
+            if str(t) == "BOOLEAN" else q(c) for c, t in zip(rel.columns, rel.types)))
+    if output:
+        rel.write_csv(str(output), header=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="tracekit-csv-") as d:
+        tmp = os.path.join(d, "out.csv")
+        rel.write_csv(tmp, header=True)
+        sys.stdout.flush()
+        out = getattr(sys.stdout, "buffer", None)
+        with open(tmp, "rb") as f:
+            if out is None:  # a text-only stream
+                shutil.copyfileobj(io.TextIOWrapper(f, encoding="utf-8", newline=""), sys.stdout, 1 << 20)
+            else:
+                shutil.copyfileobj(f, out, 1 << 20)
+                out.flush()
 
 
 def _table_text(tbl, max_rows: int) -> str:
