@@ -13,14 +13,27 @@ def open(path="tracekit.duckdb", read_only=True):  # noqa: A001
     return Store(path, read_only=read_only)
 
 
-def convert(paths, db="tracekit.duckdb", replace=False):
-    """Convert trace files into a store; returns the per-source summaries."""
+def convert(paths, db="tracekit.duckdb", replace=False, jobs=1):
+    """Convert trace files into a store; returns the per-source summaries.  A bad input raises
+    (TraceError) and leaves the store as it was.  ``jobs``: convert up to that many inputs at once,
+    each in a worker process (None: one per CPU); the store is the same as with ``jobs=1``
+    (tracekit/parallel.py)."""
     from .store import writing
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
+    paths = list(paths)
     with writing(db, replace=replace) as st:
-        return [st.convert(p) for p in paths]
+        if jobs == 1 or len(paths) <= 1:
+            return [st.convert(p) for p in paths]
+        from .parallel import convert_inputs
+
+        out = []
+        for o in convert_inputs(st, paths, jobs=jobs):
+            if o.error is not None:
+                raise o.error
+            out.append(o.summary)
+        return out
 
 
 def profile(db="tracekit.duckdb", **kwargs):
