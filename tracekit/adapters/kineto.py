@@ -379,6 +379,7 @@ class KinetoAdapter(Adapter):
         b = Builders(source_id, acc)
         self._first_ts: int | None = None
         self._open_flows: dict = {}
+        self._early_ends: dict = {}  # (kind, id) -> (id, (pid, tid, ts)): an 'f' before its 's'
         self._begin_stack: dict = {}
         self._counted_pids: set = set()
         self._event_id = 0
@@ -414,6 +415,16 @@ class KinetoAdapter(Adapter):
             fl["start_pid"].append(pid)
             fl["start_tid"].append(tid)
             fl["start_ns"].append(ts)
+            for k in ("end_pid", "end_tid", "end_ns"):
+                fl[k].append(None)
+        for (cat, _), (fid, (pid, tid, ts)) in self._early_ends.items():  # ends that no start met
+            fl["flow_id"].append(fid)
+            fl["kind"].append(cat)
+            for k in ("start_pid", "start_tid", "start_ns"):
+                fl[k].append(None)
+            fl["end_pid"].append(pid)
+            fl["end_tid"].append(tid)
+            fl["end_ns"].append(ts)
         if fl:
             fl["flow_id"] = _ints(fl["flow_id"])[0]
             b["flows"].add_columns(len(fl["kind"]), fl)
@@ -793,16 +804,27 @@ class KinetoAdapter(Adapter):
                         ts.take(idx).to_pylist()))
         restarted = []  # (key, start) of a start that never ended: a second 's' came
         linked = []     # (key, id, start or None, end)
+        early = self._early_ends
         for ph, key, fid, end in zip([e.ph for e in sub], keys, ids, ends):
             if ph == "s":
                 start = pop(key, None)
                 if start is not None:
                     restarted.append((key, fid, start))
+                elif key in early and early[key][1][2] >= end[2]:  # its end came first
+                    efid, eend = early.pop(key)
+                    linked.append((key, efid, end, eend))
+                    continue
                 open_flows[key] = end
                 continue
             start = pop(key, None)
             if ph == "t" and start is not None:  # step: end this link, start the next from here
                 open_flows[key] = end
+            if ph == "f" and start is None:  # an end before its start (in file order): wait for it
+                prev = early.pop(key, None)
+                if prev is not None:
+                    linked.append((key, prev[0], None, prev[1]))
+                early[key] = (fid, end)
+                continue
             linked.append((key, fid, start, end))
         rows = [(k[0], fid, st, None) for k, fid, st in restarted] + [
             (k[0], fid, st, en) for k, fid, st, en in linked]
@@ -1052,11 +1074,23 @@ class KinetoAdapter(Adapter):
                 spid, stid, sts = open_flows.pop(key)
                 b["flows"].add(flow_id=_int(ev.id), kind=key[0], start_pid=spid, start_tid=stid,
                                start_ns=sts)
+            elif key in self._early_ends and self._early_ends[key][1][2] >= ts:  # its end came first
+                efid, (epid, etid, ets) = self._early_ends.pop(key)
+                b["flows"].add(flow_id=_int(efid), kind=key[0], start_pid=pid, start_tid=tid,
+                               start_ns=ts, end_pid=epid, end_tid=etid, end_ns=ets)
+                return
             open_flows[key] = (pid, tid, ts)
             return
         start = open_flows.pop(key, None)
         if ev.ph == "t" and start is not None:  # step: end this link, start the next from here
             open_flows[key] = (pid, tid, ts)
+        if ev.ph == "f" and start is None:  # an end before its start (in file order): wait for it
+            prev = self._early_ends.pop(key, None)
+            if prev is not None:
+                efid, (epid, etid, ets) = prev
+                b["flows"].add(flow_id=_int(efid), kind=key[0], end_pid=epid, end_tid=etid, end_ns=ets)
+            self._early_ends[key] = (ev.id, (pid, tid, ts))
+            return
         spid, stid, sts = start if start else (None, None, None)
         b["flows"].add(flow_id=_int(ev.id), kind=key[0], start_pid=spid, start_tid=stid, start_ns=sts,
                        end_pid=pid, end_tid=tid, end_ns=ts)
