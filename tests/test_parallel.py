@@ -176,6 +176,27 @@ def test_default_jobs_is_the_cpus_and_parquet_export(tmp_path, monkeypatch):
     assert pq.read_table(tmp_path / "pq" / "kernels.parquet").num_rows == 388 * 2 + 3159
 
 
+def test_partitioned_parquet_gives_the_rows_of_the_store(tmp_path):
+    from tracekit.store import open_parquet
+
+    db, d = tmp_path / "t.duckdb", tmp_path / "ds"
+    code, out, err = run("convert", RANK0, RANK1, NSYS, "--db", db, "--jobs", 2, "--parquet", d, "--partitioned")
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"wrote {len(schema.TABLES)} tables as a partitioned Parquet dataset to {d}"
+    assert sorted(p.name for p in (d / "kernels").iterdir()) == ["source_id=0", "source_id=1", "source_id=2"]
+    st, pq = tracekit.open(db), open_parquet(d)
+    try:
+        for v in ("hotspots", "rank_imbalance", "overlap", "gpu_utilization"):
+            q = f"SELECT * FROM {v} ORDER BY ALL"
+            assert st.rows(q) == pq.rows(q), v
+        assert pq.one("SELECT count(*) FROM kernels WHERE source_id = 2") == 3159
+    finally:
+        st.close()
+        pq.close()
+    code, _, err = run("convert", RANK0, "--db", db, "--partitioned")
+    assert code == 2 and "--partitioned needs --parquet" in err
+
+
 def test_python_api(tmp_path):
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     s1 = tracekit.convert([RANK0, RANK1, NCU], db=a)

@@ -42,6 +42,9 @@ def main():
 @click.option("--replace", is_flag=True, help="Start the store afresh instead of adding sources to it.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write every table as DIR/<table>.parquet.")
+@click.option("--partitioned", is_flag=True,
+              help="With --parquet: write the Hive-partitioned dataset DIR/<table>/source_id=<n>/ "
+                   "instead (docs/scaling.md; read it back with tracekit.store.open_parquet).")
 @click.option("--format", "fmt", type=click.Choice(["kineto", "nsys", "ncu"]),
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
@@ -51,7 +54,7 @@ def main():
                    "of CPUs; 1: one after the other in this process). The store is the same either "
                    "way: same source ids, rows and order.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
+def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -67,9 +70,11 @@ def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
     """
     from .parallel import default_jobs
 
+    if partitioned and not parquet_dir:
+        _fail("--partitioned needs --parquet DIR")
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
-        _convert_parallel(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet)
+        _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet)
         return
     failed = 0
     try:
@@ -91,15 +96,22 @@ def convert(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
                     continue
                 click.echo(summary.one_line())
             if parquet_dir:
-                paths = store.export_parquet(parquet_dir)
-                click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+                _export(store, parquet_dir, partitioned)
     except StoreError as e:
         _fail(str(e))
     if failed:
         sys.exit(2)
 
 
-def _convert_parallel(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs, quiet):
+def _export(store: Store, parquet_dir: Path, partitioned: bool) -> None:
+    paths = store.export_parquet(parquet_dir, partitioned=partitioned)
+    if partitioned:
+        click.echo(f"wrote {len(paths)} tables as a partitioned Parquet dataset to {parquet_dir}")
+    else:
+        click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+
+
+def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet):
     """`convert` with a process pool (tracekit/parallel.py): the same lines, errors and store."""
     from .parallel import convert_inputs, error_line
 
@@ -133,8 +145,7 @@ def _convert_parallel(inputs, db, replace, parquet_dir, fmt, rank, strict, jobs,
                 if bar is not None:
                     bar.__exit__(None, None, None)
             if parquet_dir:
-                paths = store.export_parquet(parquet_dir)
-                click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+                _export(store, parquet_dir, partitioned)
     except StoreError as e:
         _fail(str(e))
     if failed:
