@@ -10,9 +10,16 @@
 --     (`memops.dst_kind = 'pageable'`), which the driver performs synchronously even when called
 --     as cudaMemcpyAsync. This is what `tensor.item()` / `.cpu()` / `print(tensor)` do.
 -- `call_site` is the innermost `events` range (torch op, annotation, NVTX) on the same thread
--- that encloses the call, e.g. `aten::_local_scalar_dense` for `.item()`.
--- `gpu_ops_waited` / `last_gpu_op` describe the GPU operations of the same process that ended
--- while the call was blocked (the work it waited for).
+-- that encloses the call (start_ns <= call start, end_ns >= call end, not an instant; innermost =
+-- greatest depth, events without depth last, then latest start), e.g.
+-- `aten::_local_scalar_dense` for `.item()`.
+-- `gpu_ops_waited` / `last_gpu_op` describe the GPU operations (`gpu_activity`) of the same
+-- process (or without a known process) that ended while the call was blocked, i.e. with
+-- start_ns < end <= end_ns (the work it waited for); last_gpu_op is the one that ended last
+-- (ties: the lowest name).
+-- Method (no effect on the result): enclosing ranges are found through buckets of their start
+-- (per length class), the ops through running counts per end time, so the cost grows with the
+-- number of events and ops, not with their product with the number of calls.
 --
 -- Columns:
 --   source_id       INTEGER  the source
@@ -33,30 +40,85 @@ WITH pageable AS (
     WHERE kind = 'memcpy' AND copy_kind = 'DtoH' AND dst_kind = 'pageable'
 ),
 calls AS (
-    SELECT a.source_id, a.pid, a.tid, a.name, a.start_ns, a.end_ns, a.dur_ns, a.correlation_id,
-           CASE
-             WHEN regexp_matches(a.name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
-               OR regexp_matches(a.name, '^cu(Ctx|Stream|Event)Synchronize$') THEN 'explicit'
-             WHEN regexp_matches(a.name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
-               OR regexp_matches(a.name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$') THEN 'blocking_copy'
-             WHEN p.correlation_id IS NOT NULL THEN 'pageable_copy'
-           END AS kind
-    FROM api_calls a
-    LEFT JOIN pageable p
-      ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
-     AND (p.pid IS NULL OR p.pid = a.pid)
+    SELECT * FROM (
+        SELECT a.source_id, a.pid, a.tid, a.name, a.start_ns, a.end_ns, a.dur_ns, a.correlation_id,
+               CASE
+                 WHEN regexp_matches(a.name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
+                   OR regexp_matches(a.name, '^cu(Ctx|Stream|Event)Synchronize$') THEN 'explicit'
+                 WHEN regexp_matches(a.name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
+                   OR regexp_matches(a.name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$') THEN 'blocking_copy'
+                 WHEN p.correlation_id IS NOT NULL THEN 'pageable_copy'
+               END AS kind
+        FROM api_calls a
+        LEFT JOIN pageable p
+          ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
+         AND (p.pid IS NULL OR p.pid = a.pid)
+    ) WHERE kind IS NOT NULL
+),
+keys AS (SELECT DISTINCT source_id, pid, tid, start_ns, end_ns FROM calls),
+-- call_site. An enclosing range has length >= the call's and starts at most its length before
+-- the call: ranges are bucketed by level = floor(log2(length)) + 1 (2^level > length) and
+-- bucket = start >> level, so those enclosing a call lie in buckets (call start >> level) and
+-- the one before, of each level present on the thread
+ranges AS (
+    SELECT source_id, pid, tid, name, depth, start_ns, end_ns,
+           floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+    FROM events
+    WHERE NOT is_instant AND (source_id, pid, tid) IN (SELECT source_id, pid, tid FROM keys)
+),
+probes AS (
+    SELECT k.*, l.lvl, (k.start_ns >> l.lvl) - b.d AS bucket
+    FROM keys k
+    JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM ranges) l USING (source_id, pid, tid)
+    CROSS JOIN (VALUES (0), (1)) b(d)
+),
+site AS (
+    SELECT q.source_id, q.pid, q.tid, q.start_ns, q.end_ns,
+           arg_max(e.name, {'known': e.depth IS NOT NULL, 'depth': e.depth, 'start': e.start_ns}) AS call_site
+    FROM probes q
+    JOIN ranges e
+      ON e.source_id = q.source_id AND e.pid = q.pid AND e.tid = q.tid AND e.lvl = q.lvl
+     AND (e.start_ns >> e.lvl) = q.bucket
+    WHERE e.start_ns <= q.start_ns AND e.end_ns >= q.end_ns
+    GROUP BY ALL
+),
+-- GPU ops that ended during the call: per (source, pid; ops without pid apart) the number of ops
+-- ended up to each end time, looked up at the call's start and end (ASOF)
+ends AS (
+    SELECT *, (sum(n) OVER (PARTITION BY source_id, no_pid, pidk ORDER BY end_ns
+                            ROWS UNBOUNDED PRECEDING))::BIGINT AS upto
+    FROM (SELECT source_id, pid IS NULL AS no_pid, coalesce(pid, 0) AS pidk, end_ns, count(*) AS n
+          FROM gpu_activity
+          WHERE source_id IN (SELECT source_id FROM keys)
+          GROUP BY ALL)
+),
+waited AS (
+    SELECT k.source_id, k.pid, k.start_ns, k.end_ns,
+           coalesce(h1.upto, 0) - coalesce(l1.upto, 0) + coalesce(h2.upto, 0) - coalesce(l2.upto, 0) AS n,
+           greatest(CASE WHEN h1.end_ns > k.start_ns THEN h1.end_ns END,
+                    CASE WHEN h2.end_ns > k.start_ns THEN h2.end_ns END) AS last_end
+    FROM (SELECT DISTINCT source_id, pid, start_ns, end_ns FROM keys) k
+    ASOF LEFT JOIN ends h1 ON h1.source_id = k.source_id AND NOT h1.no_pid AND h1.pidk = k.pid AND k.end_ns >= h1.end_ns
+    ASOF LEFT JOIN ends l1 ON l1.source_id = k.source_id AND NOT l1.no_pid AND l1.pidk = k.pid AND k.start_ns >= l1.end_ns
+    ASOF LEFT JOIN ends h2 ON h2.source_id = k.source_id AND h2.no_pid AND k.end_ns >= h2.end_ns
+    ASOF LEFT JOIN ends l2 ON l2.source_id = k.source_id AND l2.no_pid AND k.start_ns >= l2.end_ns
+),
+last_op AS (  -- the name of the last of them (ties: the lowest name)
+    SELECT w.source_id, w.pid, w.start_ns, w.end_ns, min(g.name) AS name
+    FROM waited w
+    JOIN gpu_activity g
+      ON g.source_id = w.source_id AND g.end_ns = w.last_end AND (g.pid IS NULL OR g.pid = w.pid)
+    GROUP BY ALL
 )
 SELECT c.source_id, c.pid, c.tid, c.name, c.kind, c.start_ns, c.end_ns, c.dur_ns, c.correlation_id,
-       (SELECT e.name FROM events e
-         WHERE e.source_id = c.source_id AND e.pid = c.pid AND e.tid = c.tid
-           AND e.start_ns <= c.start_ns AND e.end_ns >= c.end_ns AND NOT e.is_instant
-         ORDER BY e.depth DESC NULLS LAST, e.start_ns DESC LIMIT 1) AS call_site,
-       (SELECT count(*) FROM gpu_activity g
-         WHERE g.source_id = c.source_id AND (g.pid IS NULL OR g.pid = c.pid)
-           AND g.end_ns > c.start_ns AND g.end_ns <= c.end_ns) AS gpu_ops_waited,
-       (SELECT g.name FROM gpu_activity g
-         WHERE g.source_id = c.source_id AND (g.pid IS NULL OR g.pid = c.pid)
-           AND g.end_ns > c.start_ns AND g.end_ns <= c.end_ns
-         ORDER BY g.end_ns DESC LIMIT 1) AS last_gpu_op
+       s.call_site, coalesce(w.n, 0)::BIGINT AS gpu_ops_waited, o.name AS last_gpu_op
 FROM calls c
-WHERE c.kind IS NOT NULL;
+LEFT JOIN site s
+  ON s.source_id = c.source_id AND s.pid = c.pid AND s.tid = c.tid AND s.start_ns = c.start_ns
+ AND s.end_ns = c.end_ns
+LEFT JOIN waited w
+  ON w.source_id = c.source_id AND w.pid IS NOT DISTINCT FROM c.pid AND w.start_ns = c.start_ns
+ AND w.end_ns = c.end_ns
+LEFT JOIN last_op o
+  ON o.source_id = c.source_id AND o.pid IS NOT DISTINCT FROM c.pid AND o.start_ns = c.start_ns
+ AND o.end_ns = c.end_ns;

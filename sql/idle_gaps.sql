@@ -7,7 +7,8 @@
 -- the first or after the last operation. A gap is a maximal interval in the window covered by
 -- no operation; zero-length gaps (back-to-back operations) are not listed.
 -- `before_*` is the operation whose end closes the busy period before the gap (ties: lowest
--- stream, then name); `after_*` the operation that starts at end_ns (same ties).
+-- stream, then name); `after_*` the operation that starts at end_ns (of several, the one that
+-- ends first).
 --
 -- cause (first that applies), from the launch of the operation after the gap (`gpu_launches`):
 --   sync_wait    the next operation was launched after the gap began, and a synchronizing
@@ -27,6 +28,11 @@
 -- Differences to HTA's idle-time breakdown: HTA classifies only per stream and has no
 -- sync_wait; here sync_wait takes precedence over host_wait, both scopes are listed, each gap
 -- is a row (not only totals), and times are exact ns (HTA rounds float traces to µs).
+--
+-- Method (no effect on the result): busy_until = running maximum end of the earlier operations
+-- (ordered by start, end) per device and per stream; a gap is [busy_until, start) of an operation
+-- that starts after it. The sync test looks up, per process, the latest end among the
+-- synchronizing calls started before the gap ends (ASOF join), instead of testing every call.
 --
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
@@ -48,33 +54,29 @@
 --   after_api      VARCHAR  the API call that launched the operation after the gap (NULL if unknown)
 --   launch_lag_ns  BIGINT   after-op launch call start minus gap start (> 0 = CPU was late)
 CREATE OR REPLACE VIEW idle_gaps AS
-WITH act AS (
-    SELECT 'device' AS scope, NULL::BIGINT AS scope_stream, * FROM gpu_activity
+WITH ordered AS (  -- busy_until: running max end of the earlier ops, per device and per stream
+    SELECT source_id, device_id, stream_id, start_ns, kind, name, pid, correlation_id,
+           max(end_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS dev_until,
+           max(end_ns) OVER (PARTITION BY source_id, device_id, stream_id ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS stream_until
+    FROM gpu_activity
     WHERE device_id IS NOT NULL
-    UNION ALL
-    SELECT 'stream', stream_id, * FROM gpu_activity
-    WHERE device_id IS NOT NULL
-),
-ordered AS (
-    SELECT *,
-           max(end_ns) OVER (PARTITION BY scope, source_id, device_id, scope_stream
-                             ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until
-    FROM act
 ),
 gaps AS (
-    SELECT scope, scope_stream, source_id, device_id, busy_until AS start_ns, start_ns AS end_ns,
-           kind AS after_kind, name AS after_name, stream_id AS after_stream,
-           pid AS after_pid, correlation_id AS after_corr,
-           row_number() OVER (PARTITION BY scope, source_id, device_id, scope_stream, start_ns
-                              ORDER BY stream_id, name) AS rn
-    FROM ordered
-    WHERE busy_until < start_ns
+    SELECT 'device' AS scope, NULL::BIGINT AS scope_stream, source_id, device_id,
+           dev_until AS start_ns, start_ns AS end_ns, kind AS after_kind, name AS after_name,
+           stream_id AS after_stream, pid AS after_pid, correlation_id AS after_corr
+    FROM ordered WHERE dev_until < start_ns
+    UNION ALL
+    SELECT 'stream', stream_id, source_id, device_id, stream_until, start_ns, kind, name,
+           stream_id, pid, correlation_id
+    FROM ordered WHERE stream_until < start_ns
 ),
 launches AS (  -- one launch call per (source, pid, correlation)
-    SELECT source_id, pid, correlation_id, min(api_start_ns) AS api_start_ns,
-           arg_min(api_name, api_start_ns) AS api_name
-    FROM gpu_launches GROUP BY ALL
+    SELECT source_id, pid, correlation_id, min(start_ns) AS api_start_ns,
+           arg_min(name, start_ns) AS api_name
+    FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY ALL
 ),
 gaps1 AS (
     SELECT g.*, l.api_start_ns, l.api_name AS after_api, l.pid AS launch_pid
@@ -82,16 +84,38 @@ gaps1 AS (
     LEFT JOIN launches l
       ON l.source_id = g.source_id AND l.correlation_id = g.after_corr
      AND (g.after_pid IS NULL OR l.pid = g.after_pid)
-    WHERE g.rn = 1
+),
+syncs AS (  -- host_syncs per process (any_pid: of all processes): latest end among the calls started up to start_ns
+    SELECT *, max(end_ns) OVER (PARTITION BY source_id, any_pid, pid ORDER BY start_ns
+                                ROWS UNBOUNDED PRECEDING) AS until_ns
+    FROM (SELECT h.source_id, v.any_pid, CASE WHEN v.any_pid THEN 0 ELSE h.pid END AS pid, h.start_ns,
+                 max(h.end_ns) AS end_ns
+          FROM host_syncs h CROSS JOIN (VALUES (false), (true)) v(any_pid)
+          WHERE v.any_pid OR h.pid IS NOT NULL
+          GROUP BY ALL)
+),
+sync_gaps AS (  -- gaps before a late launch that a sync call of the launching process overlaps
+    SELECT w.source_id, w.launch_pid, w.start_ns, w.end_ns
+    FROM (SELECT DISTINCT source_id, launch_pid, start_ns, end_ns FROM gaps1
+          WHERE api_start_ns > start_ns) w
+    ASOF JOIN syncs s
+      ON s.source_id = w.source_id AND s.any_pid = (w.launch_pid IS NULL)
+     AND s.pid = coalesce(w.launch_pid, 0) AND w.end_ns > s.start_ns
+    WHERE s.until_ns > w.start_ns
+),
+last_dev AS (  -- ops ending at a time: the lowest stream of the device (NULL streams last)
+    SELECT source_id, device_id, end_ns, min(stream_id) AS stream_id
+    FROM gpu_activity WHERE device_id IS NOT NULL GROUP BY ALL
+),
+last_stream AS (  -- ... and on that stream, the lowest name
+    SELECT source_id, device_id, stream_id, end_ns, min(name) AS name,
+           coalesce(arg_min(kind, name), any_value(kind)) AS kind
+    FROM gpu_activity WHERE device_id IS NOT NULL GROUP BY ALL
 )
 SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_ns, g.end_ns,
        g.end_ns - g.start_ns AS dur_ns,
        CASE
-         WHEN g.api_start_ns > g.start_ns
-          AND EXISTS (SELECT 1 FROM host_syncs s
-                       WHERE s.source_id = g.source_id
-                         AND (g.launch_pid IS NULL OR s.pid = g.launch_pid)
-                         AND s.start_ns < g.end_ns AND s.end_ns > g.start_ns) THEN 'sync_wait'
+         WHEN g.api_start_ns > g.start_ns AND sg.start_ns IS NOT NULL THEN 'sync_wait'
          WHEN g.api_start_ns > g.start_ns THEN 'host_wait'
          WHEN g.api_start_ns IS NOT NULL
           AND g.end_ns - g.start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
@@ -101,10 +125,13 @@ SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_n
        g.after_kind, g.after_name, g.after_stream, g.after_api,
        g.api_start_ns - g.start_ns AS launch_lag_ns
 FROM gaps1 g
-LEFT JOIN LATERAL (
-    SELECT kind, name, stream_id FROM gpu_activity a
-    WHERE a.source_id = g.source_id AND a.device_id = g.device_id AND a.end_ns = g.start_ns
-      AND (g.scope_stream IS NULL OR a.stream_id = g.scope_stream)
-    ORDER BY a.stream_id, a.name LIMIT 1
-) b ON true
+LEFT JOIN sync_gaps sg
+  ON sg.source_id = g.source_id AND sg.launch_pid IS NOT DISTINCT FROM g.launch_pid
+ AND sg.start_ns = g.start_ns AND sg.end_ns = g.end_ns
+LEFT JOIN last_dev d
+  ON g.scope_stream IS NULL AND d.source_id = g.source_id AND d.device_id = g.device_id
+ AND d.end_ns = g.start_ns
+LEFT JOIN last_stream b
+  ON b.source_id = g.source_id AND b.device_id = g.device_id AND b.end_ns = g.start_ns
+ AND b.stream_id IS NOT DISTINCT FROM coalesce(g.scope_stream, d.stream_id)
 ORDER BY g.source_id, g.scope, g.device_id, g.scope_stream, g.start_ns;
