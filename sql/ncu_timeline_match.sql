@@ -28,6 +28,7 @@
 --               '/'-joined: NVTX ranges (nsys) and record_function annotations (Kineto); evidence
 --               only, not used for pairing. nvtx_agrees = the innermost of them equals the innermost
 --               range of ncu's NVTX stack (NULL when either side has none).
+--   Only timeline kernels whose base name ncu profiled are read (no effect on the result).
 --
 -- Columns:
 --   ncu_source_id      INTEGER  the ncu source
@@ -81,17 +82,20 @@ ncu_ranked AS (
            count(*) OVER (PARTITION BY ncu_source_id, short_name, geometry) AS ncu_launches
     FROM ncu
 ),
+tl_kernels AS (  -- timeline kernels of the base names ncu profiled (the only ones a result can pair with)
+    SELECT * FROM kernels WHERE short_name IN (SELECT short_name FROM ncu_kernels)
+),
 launch AS (
     SELECT source_id, pid, correlation_id, min(start_ns) AS launch_ns, arg_min(tid, start_ns) AS launch_tid
     FROM api_calls
-    WHERE correlation_id IS NOT NULL
+    WHERE correlation_id IN (SELECT correlation_id FROM tl_kernels)
     GROUP BY ALL
 ),
 tl AS (  -- timeline kernels, each under its three geometry spellings
     SELECT k.source_id, k.name, k.short_name, k.device_id, k.stream_id, k.pid, k.correlation_id,
            k.start_ns, k.end_ns, k.dur_ns, coalesce(l.launch_ns, k.start_ns) AS launch_ns,
            l.launch_ns AS api_ns, l.launch_tid, g.geometry
-    FROM kernels k
+    FROM tl_kernels k
     LEFT JOIN launch l ON l.source_id = k.source_id AND l.pid IS NOT DISTINCT FROM k.pid
                       AND l.correlation_id = k.correlation_id
     CROSS JOIN LATERAL (
