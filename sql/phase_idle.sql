@@ -43,12 +43,20 @@
 --   launch_calls     BIGINT   distinct launch calls
 --   graph_launches   BIGINT   launch calls that started more than one op
 CREATE OR REPLACE VIEW phase_idle AS
-WITH devs AS (
-    SELECT DISTINCT source_id, phase, category, device_id FROM phase_ops WHERE device_id IS NOT NULL
+WITH po AS MATERIALIZED (  -- each view used once (each use would compute it again)
+    SELECT source_id, phase, category, device_id, kind, dur_ns, shorter_than_launch, pid, tid,
+           correlation_id, ops_in_launch
+    FROM phase_ops WHERE device_id IS NOT NULL
+),
+pi AS MATERIALIZED (
+    SELECT source_id, phase, category, start_ns, window_end_ns, dur_ns FROM phase_instances
+),
+devs AS (
+    SELECT DISTINCT source_id, phase, category, device_id FROM po
 ),
 w AS (
     SELECT d.source_id, d.phase, d.category, d.device_id, i.start_ns AS s, i.window_end_ns AS e
-    FROM devs d JOIN phase_instances i USING (source_id, phase, category)
+    FROM devs d JOIN pi i USING (source_id, phase, category)
 ),
 o AS (
     SELECT *, max(e) OVER (PARTITION BY source_id, phase, category, device_id ORDER BY s, e
@@ -88,7 +96,7 @@ idle AS (
 ),
 inst AS (
     SELECT source_id, phase, category, count(*) AS instances, sum(dur_ns)::BIGINT AS wall_ns
-    FROM phase_instances GROUP BY ALL
+    FROM pi GROUP BY ALL
 ),
 ops AS (
     SELECT source_id, phase, category, device_id, count(*) AS gpu_ops,
@@ -98,7 +106,7 @@ ops AS (
            count(*) FILTER (WHERE kind = 'kernel' AND shorter_than_launch) AS short_kernels,
            count(DISTINCT (pid, tid, correlation_id)) AS launch_calls,
            count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE ops_in_launch > 1) AS graph_launches
-    FROM phase_ops WHERE device_id IS NOT NULL GROUP BY ALL
+    FROM po GROUP BY ALL
 )
 SELECT s.source_id, s.phase, s.category, s.device_id, n.instances, n.wall_ns, s.span_ns,
        coalesce(b.busy_ns, 0) AS busy_ns, s.span_ns - coalesce(b.busy_ns, 0) AS idle_ns,

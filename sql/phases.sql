@@ -28,7 +28,10 @@
 --   host_wait_pct    DOUBLE     host-wait idle share of that span (NULL without GPU work)
 --   top_kernels      VARCHAR[]  up to 3 kernel short names by total time
 CREATE OR REPLACE VIEW phases AS
-WITH inst AS (
+WITH po AS MATERIALIZED (  -- phase_ops used once (each use would compute it again)
+    SELECT source_id, phase, category, kind, short_name, dur_ns FROM phase_ops
+),
+inst AS (
     SELECT source_id, phase, category, count(*) AS instances, sum(dur_ns)::BIGINT AS wall_ns,
            avg(dur_ns) AS avg_wall_ns
     FROM phase_instances GROUP BY ALL
@@ -37,12 +40,12 @@ ops AS (
     SELECT source_id, phase, category, count(*) AS gpu_ops,
            count(*) FILTER (WHERE kind = 'kernel') AS kernels, sum(dur_ns)::BIGINT AS gpu_ns,
            coalesce(sum(dur_ns) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernel_ns
-    FROM phase_ops GROUP BY ALL
+    FROM po GROUP BY ALL
 ),
 top AS (
     SELECT source_id, phase, category, list(short_name ORDER BY ns DESC, short_name)[1:3] AS top_kernels
     FROM (SELECT source_id, phase, category, short_name, sum(dur_ns) AS ns
-          FROM phase_ops WHERE kind = 'kernel' GROUP BY ALL)
+          FROM po WHERE kind = 'kernel' GROUP BY ALL)
     GROUP BY ALL
 ),
 util AS (
