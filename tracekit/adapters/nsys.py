@@ -10,7 +10,7 @@ columns) land in ``args`` as JSON.
 
 The two big tables (``CUPTI_ACTIVITY_KIND_KERNEL``, ``CUPTI_ACTIVITY_KIND_RUNTIME``: millions of
 rows) are read with no Python per row: the Arrow ADBC SQLite driver reads them in rowid ranges of
-FAST_BATCH_ROWS, a few ranges ahead in threads (it releases the GIL), straight into Arrow arrays;
+CHUNK_ROWS, a few ranges ahead in threads (it releases the GIL), straight into Arrow arrays;
 names are StringIds look-ups with Arrow ``take``, and ``args`` is made from the extra integer
 columns by ``_args_arrow`` (templates per combination of the low-cardinality columns, joined by
 polars) to the exact text SQLite's ``json_object`` gives.  A range is only taken that way when
@@ -100,8 +100,7 @@ except ImportError:  # pragma: no cover - a dependency; without it every table t
     _adbc = None
 
 CHUNK_ROWS = 65_536
-#: rowids per range (one Arrow batch) of the columnar reader (KERNEL, RUNTIME), and its threads
-FAST_BATCH_ROWS = 65_536
+#: threads of the columnar reader (KERNEL, RUNTIME); its ranges are CHUNK_ROWS rowids
 FAST_READERS = max(1, min(4, (os.cpu_count() or 1) - 1))
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 NO_STREAM = 4294967295
@@ -374,15 +373,17 @@ class NsysAdapter(Adapter):
         """``_select`` through the columnar reader (ADBC): the same (rows, columns) chunks, with
         Arrow arrays as columns and ``args`` built without Python per row (``_args_arrow``).
 
-        The table is cut into rowid ranges of FAST_BATCH_ROWS, read by up to FAST_READERS
-        threads (each with its own connection; the driver releases the GIL) a few ranges ahead,
-        and handed out in rowid order, which is the order of a plain table scan.  A range is only
-        taken when every column it returns is an integer column (what nsys writes); one with
-        another type of value (a user-edited file), or whose reading fails, is read again through
-        ``_select`` (the same rowid range), so the rows, repairs and skipped-row accounting are
-        those of the sqlite3 path.  Without the driver, when the rowid is not addressable (a
-        column named rowid, _rowid_ and oid) or the rowids are too sparse to cut into ranges, the
-        whole table goes through ``_select``."""
+        The table is cut into rowid ranges of CHUNK_ROWS, read by up to FAST_READERS threads
+        (each with its own connection; the driver releases the GIL) a few ranges ahead, and handed
+        out in rowid order.  Only tables whose rowids are contiguous are read this way: their
+        ranges are then exactly the ``fetchmany`` chunks of the sqlite3 path (a plain scan is in
+        rowid order), which matters where a chunk allocates ids (``_event_ids`` in ``_runtime``).
+        A range is only taken when every column it returns is an integer column (what nsys
+        writes); one with another type of value (a user-edited file), or whose reading fails, is
+        read again through ``_select`` (the same rowid range, one chunk there too), so the rows,
+        repairs and skipped-row accounting are those of the sqlite3 path.  Without the driver,
+        when the rowid is not addressable (columns named rowid, _rowid_ and oid) or the rowids
+        have gaps, the whole table goes through ``_select``."""
         have = self.tables[table]
         lower = {c.lower() for c in have}
         rid = next((r for r in ("rowid", "_rowid_", "oid") if r not in lower), None)
@@ -393,7 +394,7 @@ class NsysAdapter(Adapter):
                 rest = [c for c in have if c not in wanted]
                 keys = [self.con.execute("SELECT json_object(?, 0)", (c,)).fetchone()[0][1:-2]
                         for c in rest]
-                if lo is not None and hi - lo < 2 * self.counts.get(table, 0) + FAST_BATCH_ROWS:
+                if lo is not None and hi - lo + 1 == self.counts.get(table):
                     plan = (lo, hi, rest, keys)
             except sqlite3.Error:
                 plan = None
@@ -403,7 +404,7 @@ class NsysAdapter(Adapter):
         lo, hi, rest, keys = plan
         cols = [c for c in wanted if c in have] + rest
         sql = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE {rid} BETWEEN ? AND ?"
-        ranges = [(x, min(x + FAST_BATCH_ROWS - 1, hi)) for x in range(lo, hi + 1, FAST_BATCH_ROWS)]
+        ranges = [(x, min(x + CHUNK_ROWS - 1, hi)) for x in range(lo, hi + 1, CHUNK_ROWS)]
         for (a, b), rb in self._read_ranges(sql, ranges):
             n = 0 if rb is None else rb.num_rows
             if rb is None or not all(pa.types.is_integer(ty) or pa.types.is_null(ty) for ty in rb.schema.types):
@@ -432,7 +433,7 @@ class NsysAdapter(Adapter):
                         opened.append(con)
                 cur = con.cursor()
                 try:
-                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(FAST_BATCH_ROWS)})
+                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(CHUNK_ROWS)})
                     cur.execute(sql, r)
                     t = cur.fetch_arrow_table()
                 finally:
