@@ -33,6 +33,7 @@
 -- (ordered by start, end) per device and per stream; a gap is [busy_until, start) of an operation
 -- that starts after it. The sync test looks up, per process, the latest end among the
 -- synchronizing calls started before the gap ends (ASOF join), instead of testing every call.
+-- Operation names travel as their rank in name order and are put back at the end.
 --
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
@@ -54,22 +55,31 @@
 --   after_api      VARCHAR  the API call that launched the operation after the gap (NULL if unknown)
 --   launch_lag_ns  BIGINT   after-op launch call start minus gap start (> 0 = CPU was late)
 CREATE OR REPLACE VIEW idle_gaps AS
-WITH ordered AS (  -- busy_until: running max end of the earlier ops, per device and per stream
-    SELECT source_id, device_id, stream_id, start_ns, kind, name, pid, correlation_id,
+WITH names AS (  -- op names as numbers in name order (rows carry numbers; names are put back last)
+    SELECT name, row_number() OVER (ORDER BY name) AS name_id
+    FROM (SELECT DISTINCT name FROM gpu_activity WHERE device_id IS NOT NULL AND name IS NOT NULL)
+),
+act AS (
+    SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, a.kind, n.name_id, a.pid,
+           a.correlation_id
+    FROM gpu_activity a LEFT JOIN names n ON n.name = a.name
+    WHERE a.device_id IS NOT NULL
+),
+ordered AS (  -- busy_until: running max end of the earlier ops, per device and per stream
+    SELECT source_id, device_id, stream_id, start_ns, kind, name_id, pid, correlation_id,
            max(end_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS dev_until,
            max(end_ns) OVER (PARTITION BY source_id, device_id, stream_id ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS stream_until
-    FROM gpu_activity
-    WHERE device_id IS NOT NULL
+    FROM act
 ),
 gaps AS (
     SELECT 'device' AS scope, NULL::BIGINT AS scope_stream, source_id, device_id,
-           dev_until AS start_ns, start_ns AS end_ns, kind AS after_kind, name AS after_name,
+           dev_until AS start_ns, start_ns AS end_ns, kind AS after_kind, name_id AS after_name_id,
            stream_id AS after_stream, pid AS after_pid, correlation_id AS after_corr
     FROM ordered WHERE dev_until < start_ns
     UNION ALL
-    SELECT 'stream', stream_id, source_id, device_id, stream_until, start_ns, kind, name,
+    SELECT 'stream', stream_id, source_id, device_id, stream_until, start_ns, kind, name_id,
            stream_id, pid, correlation_id
     FROM ordered WHERE stream_until < start_ns
 ),
@@ -105,33 +115,39 @@ sync_gaps AS (  -- gaps before a late launch that a sync call of the launching p
 ),
 last_dev AS (  -- ops ending at a time: the lowest stream of the device (NULL streams last)
     SELECT source_id, device_id, end_ns, min(stream_id) AS stream_id
-    FROM gpu_activity WHERE device_id IS NOT NULL GROUP BY ALL
+    FROM act GROUP BY ALL
 ),
-last_stream AS (  -- ... and on that stream, the lowest name
-    SELECT source_id, device_id, stream_id, end_ns, min(name) AS name,
-           coalesce(arg_min(kind, name), any_value(kind)) AS kind
-    FROM gpu_activity WHERE device_id IS NOT NULL GROUP BY ALL
+last_stream AS (  -- ... and on that stream, the lowest name (NULL names last)
+    SELECT source_id, device_id, stream_id, end_ns, min(name_id) AS name_id,
+           coalesce(arg_min(kind, name_id), any_value(kind)) AS kind
+    FROM act GROUP BY ALL
+),
+result AS (
+    SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_ns, g.end_ns,
+           g.end_ns - g.start_ns AS dur_ns,
+           CASE
+             WHEN g.api_start_ns > g.start_ns AND sg.start_ns IS NOT NULL THEN 'sync_wait'
+             WHEN g.api_start_ns > g.start_ns THEN 'host_wait'
+             WHEN g.api_start_ns IS NOT NULL
+              AND g.end_ns - g.start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
+             ELSE 'other'
+           END AS cause,
+           b.kind AS before_kind, b.name_id AS before_name_id, b.stream_id AS before_stream,
+           g.after_kind, g.after_name_id, g.after_stream, g.after_api,
+           g.api_start_ns - g.start_ns AS launch_lag_ns
+    FROM gaps1 g
+    LEFT JOIN sync_gaps sg
+      ON sg.source_id = g.source_id AND sg.launch_pid IS NOT DISTINCT FROM g.launch_pid
+     AND sg.start_ns = g.start_ns AND sg.end_ns = g.end_ns
+    LEFT JOIN last_dev d
+      ON g.scope_stream IS NULL AND d.source_id = g.source_id AND d.device_id = g.device_id
+     AND d.end_ns = g.start_ns
+    LEFT JOIN last_stream b
+      ON b.source_id = g.source_id AND b.device_id = g.device_id AND b.end_ns = g.start_ns
+     AND b.stream_id IS NOT DISTINCT FROM coalesce(g.scope_stream, d.stream_id)
 )
-SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_ns, g.end_ns,
-       g.end_ns - g.start_ns AS dur_ns,
-       CASE
-         WHEN g.api_start_ns > g.start_ns AND sg.start_ns IS NOT NULL THEN 'sync_wait'
-         WHEN g.api_start_ns > g.start_ns THEN 'host_wait'
-         WHEN g.api_start_ns IS NOT NULL
-          AND g.end_ns - g.start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
-         ELSE 'other'
-       END AS cause,
-       b.kind AS before_kind, b.name AS before_name, b.stream_id AS before_stream,
-       g.after_kind, g.after_name, g.after_stream, g.after_api,
-       g.api_start_ns - g.start_ns AS launch_lag_ns
-FROM gaps1 g
-LEFT JOIN sync_gaps sg
-  ON sg.source_id = g.source_id AND sg.launch_pid IS NOT DISTINCT FROM g.launch_pid
- AND sg.start_ns = g.start_ns AND sg.end_ns = g.end_ns
-LEFT JOIN last_dev d
-  ON g.scope_stream IS NULL AND d.source_id = g.source_id AND d.device_id = g.device_id
- AND d.end_ns = g.start_ns
-LEFT JOIN last_stream b
-  ON b.source_id = g.source_id AND b.device_id = g.device_id AND b.end_ns = g.start_ns
- AND b.stream_id IS NOT DISTINCT FROM coalesce(g.scope_stream, d.stream_id)
-ORDER BY g.source_id, g.scope, g.device_id, g.scope_stream, g.start_ns;
+SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns, cause,
+       before_kind, nm[before_name_id] AS before_name, before_stream,
+       after_kind, nm[after_name_id] AS after_name, after_stream, after_api, launch_lag_ns
+FROM result, (SELECT coalesce(list(name ORDER BY name_id), []) AS nm FROM names)
+ORDER BY source_id, scope, device_id, stream_id, start_ns;
