@@ -9,6 +9,8 @@
 --            the GPU work of a range may finish after the CPU left it
 -- Instances of one phase may overlap in their windows (work queued ahead of the GPU, e.g. CUDA
 -- graph replays); `phase_idle` takes the union.
+-- Method (no effect on the result): launches are matched to ranges through buckets of the range
+-- start per length class, so the cost grows with launches + ranges, not with their product.
 --
 -- Columns:
 --   source_id      INTEGER  the source
@@ -32,11 +34,26 @@ WITH r AS (
     FROM events
     WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false) AND pid IS NOT NULL
 ),
+-- ranges by length class: level = floor(log2(length)) + 1 (2^level > length), so a launch inside
+-- a range has (launch start >> level) = (range start >> level) or that + 1: an equi-join per
+-- level on the thread instead of testing every launch against every range of the thread
+rb AS (
+    SELECT r.source_id, r.event_id, r.pid, r.tid, r.start_ns, r.end_ns, r.lvl,
+           (r.start_ns >> r.lvl) + b.d AS bucket
+    FROM (SELECT *, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl FROM r) r
+    CROSS JOIN (VALUES (0), (1)) b(d)
+),
 ops AS (
     SELECT r.source_id, r.event_id, count(*) AS gpu_ops, max(l.end_ns) AS gpu_end_ns
-    FROM r JOIN gpu_launches l
-      ON l.source_id = r.source_id AND l.pid = r.pid AND l.tid = r.tid
-     AND l.api_start_ns >= r.start_ns AND l.api_start_ns < r.end_ns
+    FROM (SELECT l.source_id, l.pid, l.tid, l.api_start_ns, l.end_ns, v.lvl,
+                 l.api_start_ns >> v.lvl AS bucket
+          FROM gpu_launches l
+          JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM rb) v
+            ON v.source_id = l.source_id AND v.pid = l.pid AND v.tid = l.tid) l
+    JOIN rb r
+      ON r.source_id = l.source_id AND r.pid = l.pid AND r.tid = l.tid AND r.lvl = l.lvl
+     AND r.bucket = l.bucket
+    WHERE l.api_start_ns >= r.start_ns AND l.api_start_ns < r.end_ns
     GROUP BY ALL
 )
 SELECT r.source_id, r.phase, r.category, r.event_id, r.name, r.pid, r.tid, r.start_ns, r.end_ns,

@@ -3,6 +3,7 @@
 -- Definition: the join of `phase_instances` and `gpu_launches` that `phases` sums: an op belongs
 -- to an instance when its launch call started on the instance's thread (same source, pid, tid)
 -- inside [start_ns, end_ns) of the range. Nested ranges all claim the op (one row per instance).
+-- (Matched through buckets of the range start per length class, as in `phase_instances`.)
 -- short_name is the kernel's base name (`kernels.short_name`); NULL for memcpy / memset and for
 -- the whole-graph rows of an nsys `--cuda-graph-trace=graph` capture (`[CUDA graph N]`: graph_id
 -- set, graph_node_id NULL), which are not kernel executions (as in `hotspots`).
@@ -32,7 +33,15 @@
 --   ops_in_launch        BIGINT   ops sharing the launch call
 --   shorter_than_launch  BOOLEAN  dur_ns < api_dur_ns
 CREATE OR REPLACE VIEW phase_ops AS
-WITH names AS (
+WITH ib AS (  -- instances by length class (as in phase_instances: an equi-join per level and bucket)
+    SELECT i.source_id, i.phase, i.category, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns, i.lvl,
+           (i.start_ns >> i.lvl) + b.d AS bucket
+    FROM (SELECT source_id, phase, category, event_id, pid, tid, start_ns, end_ns,
+                 floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+          FROM phase_instances) i
+    CROSS JOIN (VALUES (0), (1)) b(d)
+),
+names AS (
     SELECT source_id, name, any_value(short_name) AS short_name FROM kernels
     WHERE graph_id IS NULL OR graph_node_id IS NOT NULL
     GROUP BY ALL
@@ -42,8 +51,12 @@ SELECT i.source_id, i.phase, i.category, i.event_id, l.device_id, l.stream_id, l
        l.start_ns, l.end_ns, l.dur_ns, l.correlation_id, l.pid, l.tid, l.api_name, l.api_start_ns,
        l.api_dur_ns, l.launch_index = 1 AS first_in_launch, l.ops_in_launch,
        l.dur_ns < l.api_dur_ns AS shorter_than_launch
-FROM phase_instances i
-JOIN gpu_launches l
-  ON l.source_id = i.source_id AND l.pid = i.pid AND l.tid = i.tid
- AND l.api_start_ns >= i.start_ns AND l.api_start_ns < i.end_ns
-LEFT JOIN names n ON n.source_id = l.source_id AND n.name = l.name AND l.kind = 'kernel';
+FROM ib i
+JOIN (SELECT l.*, v.lvl, l.api_start_ns >> v.lvl AS bucket
+      FROM gpu_launches l
+      JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM ib) v
+        ON v.source_id = l.source_id AND v.pid = l.pid AND v.tid = l.tid) l
+  ON l.source_id = i.source_id AND l.pid = i.pid AND l.tid = i.tid AND l.lvl = i.lvl
+ AND l.bucket = i.bucket
+LEFT JOIN names n ON n.source_id = l.source_id AND n.name = l.name AND l.kind = 'kernel'
+WHERE l.api_start_ns >= i.start_ns AND l.api_start_ns < i.end_ns;
