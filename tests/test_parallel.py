@@ -241,3 +241,22 @@ def test_worker_that_dies_is_replaced_by_the_serial_path(tmp_path, monkeypatch):
         assert [l.split(" ")[0] for l in out.splitlines()] == ["[0]", "[1]", "[2]"]
     assert here == [RANK1]  # the input the worker died on (nothing else) was converted here
     assert rows(dbs[1]) == rows(dbs[2])
+
+
+def test_merging_several_worker_stores_in_one_statement_keeps_the_order(tmp_path):
+    """merge_parts: one INSERT ... UNION ALL per table over several worker stores gives the rows
+    of the serial conversion, in its order."""
+    from tracekit.store import writing
+
+    p1, p2 = tmp_path / "p1.duckdb", tmp_path / "p2.duckdb"
+    r1 = parallel._work([[0, str(RANK0)], [1, str(NCU)]], str(p1), None, None, False)
+    r2 = parallel._work([[2, str(RANK1)]], str(p2), None, None, False)
+    assert [r[:2] for r in r1 + r2] == [["ok", 0], ["ok", 1], ["ok", 0]]
+    merged, serial = tmp_path / "m.duckdb", tmp_path / "s.duckdb"
+    with writing(merged) as st:
+        parallel.merge_parts(st, [(p1, 0), (p2, 2)])
+    with writing(serial) as st:
+        for p in (RANK0, NCU, RANK1):
+            st.convert(p)
+    assert rows(merged) == rows(serial)
+    assert one(merged, "SELECT source_id, count(*) FROM kernels GROUP BY ALL ORDER BY 1") == [(0, 388), (2, 388)]

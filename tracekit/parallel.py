@@ -123,31 +123,49 @@ def _worker_main() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # the parent side
-def merge_part(store: Store, part: str | os.PathLike, base_id: int) -> None:
-    """Append every source of the store ``part`` to ``store``, source ``k`` of the part becoming
-    ``base_id + k``: every table of the schema, rows in their order, in one transaction (a failure
-    adds nothing)."""
+# at most this many finished worker stores are merged by one INSERT per table
+MERGE_BATCH = 16
+
+
+def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) -> None:
+    """Append every source of the stores ``parts`` (``(path, base_id)`` pairs, in order) to
+    ``store``, source ``k`` of a part becoming ``base_id + k``: for every table of the schema one
+    ``INSERT ... SELECT ... UNION ALL ...`` over the parts, rows in their order, all in one
+    transaction (a failure adds nothing).  One statement over several parts lets DuckDB insert
+    their row groups in parallel (a statement per part and table would use a thread or two)."""
     con = store.con
-    alias = "__tk_part"
-    con.execute(f"ATTACH '{str(part).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
+    aliases = [f"__tk_part{k}" for k in range(len(parts))]
+    attached = []
     prev = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     try:
+        for alias, (path, _) in zip(aliases, parts):
+            con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
+            attached.append(alias)
         if CONVERT_MEMORY_LIMIT:
             con.execute(f"SET memory_limit = '{CONVERT_MEMORY_LIMIT}'")
         con.execute("BEGIN TRANSACTION")
         try:
             for t in schema.TABLES:
                 cols = ", ".join(f'"{c}"' for c in t.column_names)
-                sel = ", ".join(f"(source_id + {int(base_id)})::INTEGER" if c == "source_id" else f'"{c}"'
-                                for c in t.column_names)
-                con.execute(f'INSERT INTO main."{t.name}" ({cols}) SELECT {sel} FROM {alias}."{t.name}"')
+                selects = []
+                for alias, (_, base_id) in zip(aliases, parts):
+                    sel = ", ".join(f"(source_id + {int(base_id)})::INTEGER" if c == "source_id"
+                                    else f'"{c}"' for c in t.column_names)
+                    selects.append(f'SELECT {sel} FROM {alias}."{t.name}"')
+                con.execute(f'INSERT INTO main."{t.name}" ({cols}) ' + " UNION ALL ".join(selects))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     finally:
         con.execute(f"SET memory_limit = '{prev}'")
-        con.execute(f"DETACH {alias}")
+        for alias in attached:
+            con.execute(f"DETACH {alias}")
+
+
+def merge_part(store: Store, part: str | os.PathLike, base_id: int) -> None:
+    """``merge_parts`` of one store."""
+    merge_parts(store, [(part, base_id)])
 
 
 def convert_inputs(store: Store, paths: Sequence[str | os.PathLike], jobs: int | None = None,
@@ -303,39 +321,56 @@ def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outco
             assign(w, depth=1)
         for w in workers:  # then a second chunk each, so the first ones go round first
             assign(w)
-        for c, idx in enumerate(chunks):
+        c = 0
+        while c < len(chunks):
             while c not in results:
                 if not sel.get_map():  # every worker is gone: the rest is converted here
                     results[c] = None
                     break
                 pump(0.2)
-            res = results.pop(c)
             if c in todo:
                 todo.remove(c)
-            if res is None:  # the worker died on this chunk: the serial path, here
-                for i in idx:
+            if results[c] is None:  # the worker died on this chunk: the serial path, here
+                results.pop(c)
+                for i in chunks[c]:
                     outcome = next(_serial(store, [paths[i]], fmt, rank, strict, None))
                     done[i] = 1.0
                     report()
                     yield outcome
+                c += 1
                 continue
+            # this chunk and the finished ones right after it: merged together
+            pump(0)
+            batch = [c]
+            while (len(batch) < MERGE_BATCH and batch[-1] + 1 < len(chunks)
+                   and results.get(batch[-1] + 1) is not None):
+                batch.append(batch[-1] + 1)
             base = store.next_source_id()
-            if any(r[0] == "ok" for r in res):
-                merge_part(store, parts / f"{c}.duckdb", base)
-                pump(0)
-            for f in (parts / f"{c}.duckdb", parts / f"{c}.duckdb.wal"):
-                f.unlink(missing_ok=True)
-            for i, r in zip(idx, res):
-                p = paths[i]
-                if r[0] == "ok":
-                    _, local, spath, sfmt, converted, skipped = r
-                    yield Outcome(p, summary=SourceSummary(base + local, spath, sfmt, converted, skipped))
-                elif r[0] == "trace":
-                    yield Outcome(p, error=TraceError(r[1], r[2], r[3]))
-                else:
-                    if os.environ.get("TRACEKIT_DEBUG"):
-                        raise RuntimeError(f"{p}: internal error in a conversion worker:\n{r[3]}")
-                    yield Outcome(p, error=InternalError(r[1], r[2], r[3]))
+            bases, merge = {}, []
+            for k in batch:
+                bases[k] = base
+                n_ok = sum(1 for r in results[k] if r[0] == "ok")
+                if n_ok:
+                    merge.append((parts / f"{k}.duckdb", base))
+                base += n_ok
+            if merge:
+                merge_parts(store, merge)
+            for k in batch:
+                for f in (parts / f"{k}.duckdb", parts / f"{k}.duckdb.wal"):
+                    f.unlink(missing_ok=True)
+                for i, r in zip(chunks[k], results.pop(k)):
+                    p = paths[i]
+                    if r[0] == "ok":
+                        _, local, spath, sfmt, converted, skipped = r
+                        yield Outcome(p, summary=SourceSummary(bases[k] + local, spath, sfmt, converted,
+                                                               skipped))
+                    elif r[0] == "trace":
+                        yield Outcome(p, error=TraceError(r[1], r[2], r[3]))
+                    else:
+                        if os.environ.get("TRACEKIT_DEBUG"):
+                            raise RuntimeError(f"{p}: internal error in a conversion worker:\n{r[3]}")
+                        yield Outcome(p, error=InternalError(r[1], r[2], r[3]))
+            c = batch[-1] + 1
     finally:
         for w in workers:
             w.stop()
