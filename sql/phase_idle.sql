@@ -16,6 +16,8 @@
 -- The op counts are over `phase_ops` of the phase on the device (nested ranges of one phase name
 -- would count an op twice): kernels, their summed duration, kernels shorter than their launch
 -- call, distinct launch calls, and those that started more than one op (graph launches).
+-- Method (no effect on the result): idle_gaps and gpu_busy are computed once; their overlaps with
+-- the span are found through buckets of the span's start per length class plus one ASOF lookup.
 --
 -- Columns:
 --   source_id        INTEGER  the source
@@ -76,22 +78,56 @@ u AS (
 span AS (
     SELECT source_id, phase, category, device_id, sum(e - s)::BIGINT AS span_ns FROM u GROUP BY ALL
 ),
+gb AS MATERIALIZED (SELECT source_id, device_id, start_ns, end_ns FROM gpu_busy),
+ig AS MATERIALIZED (
+    SELECT source_id, device_id, start_ns, end_ns, cause FROM idle_gaps WHERE scope = 'device'
+),
+-- overlaps of the span intervals u with the busy periods / gaps of the device (each set
+-- disjoint): those that start inside u, found through buckets of u's start per length class
+-- (level = floor(log2(length)) + 1), and the one that starts before u and reaches into it (ASOF)
+ub AS (
+    SELECT u.*, (u.s >> u.lvl) + b.d AS bucket
+    FROM (SELECT *, floor(log2(greatest(e - s, 1)))::INTEGER + 1 AS lvl FROM u) u
+    CROSS JOIN (VALUES (0), (1)) b(d)
+),
+ulv AS (SELECT DISTINCT source_id, device_id, lvl FROM ub),
+busy_pairs AS (
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, b.start_ns, b.end_ns
+    FROM (SELECT b.*, v.lvl, b.start_ns >> v.lvl AS bucket
+          FROM gb b JOIN ulv v ON v.source_id = b.source_id AND v.device_id = b.device_id) b
+    JOIN ub u ON u.source_id = b.source_id AND u.device_id = b.device_id AND u.lvl = b.lvl
+             AND u.bucket = b.bucket
+    WHERE b.start_ns >= u.s AND b.start_ns < u.e AND b.end_ns > u.s
+    UNION ALL
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, b.start_ns, b.end_ns
+    FROM u ASOF JOIN gb b ON b.source_id = u.source_id AND b.device_id = u.device_id AND u.s > b.start_ns
+    WHERE b.end_ns > u.s
+),
 busy AS (
-    SELECT u.source_id, u.phase, u.category, u.device_id,
-           sum(least(u.e, b.end_ns) - greatest(u.s, b.start_ns))::BIGINT AS busy_ns
-    FROM u JOIN gpu_busy b
-      ON b.source_id = u.source_id AND b.device_id = u.device_id AND b.start_ns < u.e AND b.end_ns > u.s
+    SELECT source_id, phase, category, device_id,
+           sum(least(e, end_ns) - greatest(s, start_ns))::BIGINT AS busy_ns
+    FROM busy_pairs
     GROUP BY ALL
 ),
+idle_pairs AS (
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
+    FROM (SELECT g.*, v.lvl, g.start_ns >> v.lvl AS bucket
+          FROM ig g JOIN ulv v ON v.source_id = g.source_id AND v.device_id = g.device_id) g
+    JOIN ub u ON u.source_id = g.source_id AND u.device_id = g.device_id AND u.lvl = g.lvl
+             AND u.bucket = g.bucket
+    WHERE g.start_ns >= u.s AND g.start_ns < u.e AND g.end_ns > u.s
+    UNION ALL
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
+    FROM u ASOF JOIN ig g ON g.source_id = u.source_id AND g.device_id = u.device_id AND u.s > g.start_ns
+    WHERE g.end_ns > u.s
+),
 idle AS (
-    SELECT u.source_id, u.phase, u.category, u.device_id, count(DISTINCT g.start_ns) AS gaps,
-           sum(least(u.e, g.end_ns) - greatest(u.s, g.start_ns)) FILTER (WHERE g.cause = 'host_wait')::BIGINT AS host_wait_ns,
-           sum(least(u.e, g.end_ns) - greatest(u.s, g.start_ns)) FILTER (WHERE g.cause = 'sync_wait')::BIGINT AS sync_wait_ns,
-           sum(least(u.e, g.end_ns) - greatest(u.s, g.start_ns)) FILTER (WHERE g.cause = 'kernel_wait')::BIGINT AS kernel_wait_ns,
-           sum(least(u.e, g.end_ns) - greatest(u.s, g.start_ns)) FILTER (WHERE g.cause = 'other')::BIGINT AS other_ns
-    FROM u JOIN idle_gaps g
-      ON g.scope = 'device' AND g.source_id = u.source_id AND g.device_id = u.device_id
-     AND g.start_ns < u.e AND g.end_ns > u.s
+    SELECT source_id, phase, category, device_id, count(DISTINCT start_ns) AS gaps,
+           sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'host_wait')::BIGINT AS host_wait_ns,
+           sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'sync_wait')::BIGINT AS sync_wait_ns,
+           sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'kernel_wait')::BIGINT AS kernel_wait_ns,
+           sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'other')::BIGINT AS other_ns
+    FROM idle_pairs
     GROUP BY ALL
 ),
 inst AS (
