@@ -125,6 +125,8 @@ def _worker_main() -> None:
 # the parent side
 # at most this many finished worker stores are merged by one INSERT per table
 MERGE_BATCH = 16
+# DuckDB's memory cap in the parent while merging (None: none)
+MERGE_MEMORY_LIMIT = CONVERT_MEMORY_LIMIT
 
 
 def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) -> None:
@@ -141,8 +143,8 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
         for alias, (path, _) in zip(aliases, parts):
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
             attached.append(alias)
-        if CONVERT_MEMORY_LIMIT:
-            con.execute(f"SET memory_limit = '{CONVERT_MEMORY_LIMIT}'")
+        if MERGE_MEMORY_LIMIT:
+            con.execute(f"SET memory_limit = '{MERGE_MEMORY_LIMIT}'")
         con.execute("BEGIN TRANSACTION")
         try:
             for t in schema.TABLES:
