@@ -1,17 +1,19 @@
-"""Converting many inputs at once: one process per input, merged into the store in input order.
+"""Converting many inputs at once: worker processes, merged into the store in input order.
 
-``convert_inputs(store, paths, jobs=N)`` converts each input in one of ``N`` worker processes
-(``python -m tracekit.parallel``, fed one input at a time) into a private temporary store of its own
-(``writing()`` + ``Store.convert``, exactly the serial code), and the parent merges the finished
-stores into ``store`` **in input order** while the other workers go on: for every table of
-tracekit/schema.py, ``INSERT INTO main.<t> SELECT * REPLACE (<id> AS source_id) FROM part.<t>``
-from the worker's store attached read-only.  Source ids are given at merge time, the way the
-serial path gives them (the next id of the store; a failed input takes none), so the store ends
-up with the same source ids, the same rows in the same order, as the serial conversion of the
-same inputs (``bench/samestore.py`` and tests/test_parallel.py check it).
+``convert_inputs(store, paths, jobs=N)`` cuts the inputs into runs of consecutive inputs
+(chunks) and converts each chunk in one of ``N`` worker processes (``python -m
+tracekit.parallel``) into a private temporary store (``writing()`` + ``Store.convert``, exactly
+the one-process code); the parent merges the finished stores into ``store`` **in input order**
+while the workers go on: for every table of tracekit/schema.py, ``INSERT INTO main.<t> SELECT
+... (source_id + <first new id>) ... FROM part.<t>`` from the worker stores attached read-only
+(several waiting stores in one ``UNION ALL``).  Source ids are given at merge time, the way the
+one-process path gives them (the next id of the store; a failed input takes none), so the store
+has the same source ids, the same rows in the same order, as the conversion of the same inputs
+with ``jobs=1`` (``bench/samestore.py`` and tests/test_parallel.py check it).
 
 The worker stores live in a hidden folder next to the store (``.<name>.parts-<pid>/``) and are
 deleted once merged; the caller's ``writing()`` block still makes the final replace atomic.
+docs/scaling.md ("Many ranks") has the design and the figures.
 """
 
 from __future__ import annotations
@@ -186,7 +188,9 @@ def convert_inputs(store: Store, paths: Sequence[str | os.PathLike], jobs: int |
 
 
 def _serial(store, paths, fmt, rank, strict, progress) -> Iterator[Outcome]:
-    for p in paths:
+    for k, p in enumerate(paths):
+        if progress:
+            progress(k / len(paths))
         try:
             s = store.convert(p, format=fmt, rank=rank, strict=strict)
         except TraceError as e:
