@@ -136,11 +136,16 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
 
                 for out in convert_inputs(store, inputs, jobs=jobs, format=fmt, rank=rank, strict=strict,
                                           progress=progress if show else None):
+                    if bar is not None:  # the line goes where the bar was; the bar is drawn again below
+                        sys.stderr.write("\r\x1b[K")
+                        sys.stderr.flush()
                     if out.error is not None:
                         click.echo(f"tracekit: error: {error_line(out.path, out.error)}", err=True)
                         failed += 1
                     else:
                         click.echo(out.summary.one_line())
+                    if bar is not None:
+                        bar.render_progress()
             finally:
                 if bar is not None:
                     bar.__exit__(None, None, None)
