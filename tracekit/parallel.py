@@ -181,7 +181,7 @@ def convert_inputs(store: Store, paths: Sequence[str | os.PathLike], jobs: int |
     ``progress(fraction)`` is called with the done fraction of all inputs (by size)."""
     paths = [Path(p) for p in paths]
     jobs = default_jobs() if not jobs or jobs < 1 else jobs
-    if jobs == 1 or len(paths) <= 1:
+    if jobs == 1 or len(paths) <= 1 or sys.platform == "win32":  # (selectors on pipes: POSIX only)
         yield from _serial(store, paths, format, rank, strict, progress)
         return
     yield from _parallel(store, paths, min(jobs, len(paths)), format, rank, strict, progress)
