@@ -7,6 +7,7 @@
 -- `cudaGraphLaunch` call, and `launch_index` numbers them by start time (1 = first).
 -- Operations whose launch is not in the trace (launched before the capture window, or a
 -- windowed export) have no row here.
+-- (Method, no effect on the result: names travel as their rank in name order and are put back last.)
 --
 -- Columns:
 --   source_id       INTEGER  the source
@@ -27,13 +28,24 @@
 --   launch_index    BIGINT   position of this op among the ops of the same launch call (1 = first)
 --   ops_in_launch   BIGINT   number of GPU ops of that launch call (> 1 for graph launches)
 CREATE OR REPLACE VIEW gpu_launches AS
-SELECT g.source_id, g.device_id, g.stream_id, g.kind, g.name, g.start_ns, g.end_ns, g.dur_ns,
-       g.correlation_id, a.pid, a.tid, a.name AS api_name, a.start_ns AS api_start_ns,
-       a.end_ns AS api_end_ns, a.dur_ns AS api_dur_ns,
-       row_number() OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id
-                          ORDER BY g.start_ns, g.stream_id, g.name) AS launch_index,
-       count(*) OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id) AS ops_in_launch
-FROM gpu_activity g
-JOIN api_calls a
-  ON a.source_id = g.source_id AND a.correlation_id = g.correlation_id
- AND (g.pid IS NULL OR a.pid = g.pid);
+WITH names AS (  -- op names as their rank in name order (rows carry the rank; names are put back last)
+    SELECT name, row_number() OVER (ORDER BY name) AS name_rank
+    FROM (SELECT DISTINCT name FROM gpu_activity WHERE name IS NOT NULL)
+),
+l AS (
+    SELECT g.source_id, g.device_id, g.stream_id, g.kind, n.name_rank, g.start_ns, g.end_ns, g.dur_ns,
+           g.correlation_id, a.pid, a.tid, a.name AS api_name, a.start_ns AS api_start_ns,
+           a.end_ns AS api_end_ns, a.dur_ns AS api_dur_ns,
+           row_number() OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id
+                              ORDER BY g.start_ns, g.stream_id, n.name_rank) AS launch_index,
+           count(*) OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id) AS ops_in_launch
+    FROM gpu_activity g
+    JOIN api_calls a
+      ON a.source_id = g.source_id AND a.correlation_id = g.correlation_id
+     AND (g.pid IS NULL OR a.pid = g.pid)
+    LEFT JOIN names n ON n.name = g.name
+)
+SELECT source_id, device_id, stream_id, kind, nm[name_rank] AS name, start_ns, end_ns, dur_ns,
+       correlation_id, pid, tid, api_name, api_start_ns, api_end_ns, api_dur_ns, launch_index,
+       ops_in_launch
+FROM l, (SELECT coalesce(list(name ORDER BY name_rank), []) AS nm FROM names);
