@@ -60,23 +60,24 @@ keys AS (SELECT DISTINCT source_id, pid, tid, start_ns, end_ns FROM calls),
 -- the call: ranges are bucketed by level = floor(log2(length)) + 1 (2^level > length) and
 -- bucket = start >> level, so those enclosing a call lie in buckets (call start >> level) and
 -- the one before, of each level present on the thread
-ranges AS (
-    SELECT source_id, pid, tid, name, depth, start_ns, end_ns,
-           floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+levels AS (  -- the length classes of the ranges of each thread with calls
+    SELECT DISTINCT source_id, pid, tid, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
     FROM events
     WHERE NOT is_instant AND (source_id, pid, tid) IN (SELECT source_id, pid, tid FROM keys)
 ),
 probes AS (
     SELECT k.*, l.lvl, (k.start_ns >> l.lvl) - b.d AS bucket
     FROM keys k
-    JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM ranges) l USING (source_id, pid, tid)
+    JOIN levels l USING (source_id, pid, tid)
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
 site AS (
     SELECT q.source_id, q.pid, q.tid, q.start_ns, q.end_ns,
            arg_max(e.name, {'known': e.depth IS NOT NULL, 'depth': e.depth, 'start': e.start_ns}) AS call_site
     FROM probes q
-    JOIN ranges e
+    JOIN (SELECT source_id, pid, tid, name, depth, start_ns, end_ns,
+                 floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+          FROM events WHERE NOT is_instant) e
       ON e.source_id = q.source_id AND e.pid = q.pid AND e.tid = q.tid AND e.lvl = q.lvl
      AND (e.start_ns >> e.lvl) = q.bucket
     WHERE e.start_ns <= q.start_ns AND e.end_ns >= q.end_ns
