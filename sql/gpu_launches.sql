@@ -45,7 +45,7 @@ l AS (
      AND (g.pid IS NULL OR a.pid = g.pid)
     LEFT JOIN names n ON n.name = g.name
 )
-SELECT source_id, device_id, stream_id, kind, nm[name_rank] AS name, start_ns, end_ns, dur_ns,
-       correlation_id, pid, tid, api_name, api_start_ns, api_end_ns, api_dur_ns, launch_index,
-       ops_in_launch
-FROM l, (SELECT coalesce(list(name ORDER BY name_rank), []) AS nm FROM names);
+SELECT l.source_id, l.device_id, l.stream_id, l.kind, n.name, l.start_ns, l.end_ns, l.dur_ns,
+       l.correlation_id, l.pid, l.tid, l.api_name, l.api_start_ns, l.api_end_ns, l.api_dur_ns,
+       l.launch_index, l.ops_in_launch
+FROM l LEFT JOIN names n ON n.name_rank = l.name_rank;
