@@ -25,9 +25,10 @@ from .adapters import detect
 from .adapters.base import Accounting, Progress, TraceError
 
 DEFAULT_DB = "tracekit.duckdb"
-# DuckDB memory cap while converting: measured on a 179 MB trace, 560 -> 400-470 MB peak for
-# +5-8 % time; on the same trace replicated 10x, 2.1 GB -> 0.7 GB (None: no cap)
-CONVERT_MEMORY_LIMIT = "256MB"
+# DuckDB memory cap while converting: measured on a 179 MB trace, no cap 560 MB peak, 256 MB cap
+# 440-450 MB, 128 MB cap 355-370 MB (+4 % CPU time against 256 MB); on the same trace replicated
+# 10x, no cap 2.1 GB, 256 MB cap 0.7 GB (None: no cap)
+CONVERT_MEMORY_LIMIT = "128MB"
 
 
 @dataclass
