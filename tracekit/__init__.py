@@ -18,18 +18,14 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1):
     (TraceError) and leaves the store as it was.  ``jobs``: convert up to that many inputs at once,
     each in a worker process (None: one per CPU); the store is the same as with ``jobs=1``
     (tracekit/parallel.py)."""
+    from .parallel import convert_inputs
     from .store import writing
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
-    paths = list(paths)
     with writing(db, replace=replace) as st:
-        if jobs == 1 or len(paths) <= 1:
-            return [st.convert(p) for p in paths]
-        from .parallel import convert_inputs
-
         out = []
-        for o in convert_inputs(st, paths, jobs=jobs):
+        for o in convert_inputs(st, paths, jobs=jobs):  # jobs=1: one after the other, here
             if o.error is not None:
                 raise o.error
             out.append(o.summary)

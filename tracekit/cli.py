@@ -68,7 +68,7 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
     its own process; they are merged into the store in input order, so source ids follow the
     order of INPUTS whatever --jobs is.
     """
-    from .parallel import default_jobs
+    from .parallel import default_jobs, error_line
 
     if partitioned and not parquet_dir:
         _fail("--partitioned needs --parquet DIR")
@@ -89,9 +89,7 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
                 except Exception as e:  # a bug, not bad input: still one line, and say so
                     if os.environ.get("TRACEKIT_DEBUG"):
                         raise
-                    click.echo(f"tracekit: error: {p}: internal error while converting "
-                               f"({type(e).__name__}: {e}); please report it, with "
-                               "TRACEKIT_DEBUG=1 for the traceback", err=True)
+                    click.echo(f"tracekit: error: {error_line(p, e)}", err=True)
                     failed += 1
                     continue
                 click.echo(summary.one_line())
@@ -200,13 +198,9 @@ def sql(query, db, fmt, output, params, max_rows):
                     _fail(f"--param {p!r}: expected NAME=VALUE")
                 store.con.execute(f"SET VARIABLE {name} = ?", [_param_value(value)])
             rel = store.sql(query)
-        except duckdb.Error as e:
-            _fail(f"query failed: {str(e).splitlines()[0]}")
-        if rel is None:
-            return
-        try:
-            _emit(rel, fmt, output, max_rows)
-        except duckdb.Error as e:  # raised while the query runs (its result is computed lazily)
+            if rel is not None:
+                _emit(rel, fmt, output, max_rows)
+        except duckdb.Error as e:  # when binding, or while the query runs (results are lazy)
             _fail(f"query failed: {str(e).splitlines()[0]}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -15,6 +16,19 @@ from .store import DEFAULT_DB, Store, StoreError
 def _fail(msg: str) -> None:
     click.echo(f"tracekit: error: {msg}", err=True)
     sys.exit(2)
+
+
+@contextmanager
+def _one_line_errors(D):
+    """A diagnose error (module D) or a failed query ends the command with a one-line message."""
+    try:
+        yield
+    except D.DiagnoseError as e:
+        _fail(str(e))
+    except duckdb.Error as e:
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        _fail(f"query failed: {str(e).splitlines()[0]}")
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -90,28 +104,21 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
         except ReportError as e:
             _fail(str(e))
     store = _open(db)
-    with store:
-        try:
-            d = D.diagnose(store, source_id=source_id, phase=phase, thresholds=th,
-                           evidence_rows=max(20, evidence_rows))
-            if fmt == "json":
-                import orjson
+    with store, _one_line_errors(D):
+        d = D.diagnose(store, source_id=source_id, phase=phase, thresholds=th,
+                       evidence_rows=max(20, evidence_rows))
+        if fmt == "json":
+            import orjson
 
-                text = orjson.dumps(d.to_dict(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
-            elif fmt == "markdown":
-                text = D.to_markdown(d, evidence_rows)
-            elif fmt == "html":
-                from .report import render_html
+            text = orjson.dumps(d.to_dict(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
+        elif fmt == "markdown":
+            text = D.to_markdown(d, evidence_rows)
+        elif fmt == "html":
+            from .report import render_html
 
-                text = render_html(store, d)
-            else:
-                text = D.to_text(d, evidence_rows)
-        except D.DiagnoseError as e:
-            _fail(str(e))
-        except duckdb.Error as e:
-            if os.environ.get("TRACEKIT_DEBUG"):
-                raise
-            _fail(f"query failed: {str(e).splitlines()[0]}")
+            text = render_html(store, d)
+        else:
+            text = D.to_text(d, evidence_rows)
     _write(text, output)
     if fail_on:
         rank = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -158,7 +165,7 @@ def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fm
     bs = _open(base_db)
     ns = bs if same else _open(new_db)
     try:
-        try:
+        with _one_line_errors(D):
             b_sid = F.resolve_source(bs, base_source, "base")
             n_sid = F.resolve_source(ns, new_source if new_source is not None
                                      else (base_source if same else None), "new")
@@ -166,12 +173,6 @@ def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fm
                 _fail("both sides are the same source; give --new-source, --base-phase/--new-phase "
                       "or a second store")
             r = F.diff(F.Side(bs, b_sid, base_phase, "base"), F.Side(ns, n_sid, new_phase, "new"), th)
-        except D.DiagnoseError as e:
-            _fail(str(e))
-        except duckdb.Error as e:
-            if os.environ.get("TRACEKIT_DEBUG"):
-                raise
-            _fail(f"query failed: {str(e).splitlines()[0]}")
     finally:
         bs.close()
         if not same:

@@ -167,11 +167,6 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
             con.execute(f"DETACH {alias}")
 
 
-def merge_part(store: Store, part: str | os.PathLike, base_id: int) -> None:
-    """``merge_parts`` of one store."""
-    merge_parts(store, [(part, base_id)])
-
-
 def convert_inputs(store: Store, paths: Sequence[str | os.PathLike], jobs: int | None = None,
                    format: str | None = None, rank: int | None = None, strict: bool = False,
                    progress: Callable[[float], None] | None = None) -> Iterator[Outcome]:
