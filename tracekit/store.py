@@ -292,33 +292,64 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     That holds exactly when every event ends no later than the parent found that way (checked);
     tracks where it does not (partial overlaps) get the rule above event by event (`_nest_track`).
     """
+    # tracks numbered through a small table of distinct tracks (a hash join), not a window over
+    # all events; positions by one sort per track
     con.execute(
         """CREATE OR REPLACE TEMP TABLE __tk_ord AS
-           SELECT event_id, start_ns AS s, end_ns AS e,
-                  dense_rank() OVER (ORDER BY pid, tid, device_id, stream_id) AS track,
-                  row_number() OVER (PARTITION BY pid, tid, device_id, stream_id
-                                     ORDER BY start_ns, end_ns DESC, event_id) - 1 AS pos
-           FROM events WHERE source_id = $sid AND depth IS NULL""", {"sid": source_id})
+           WITH ev AS (SELECT event_id, start_ns, end_ns, pid, tid, device_id, stream_id FROM events
+                       WHERE source_id = $sid AND depth IS NULL),
+           tr AS (SELECT pid, tid, device_id, stream_id,
+                         row_number() OVER (ORDER BY pid, tid, device_id, stream_id) AS track
+                  FROM (SELECT DISTINCT pid, tid, device_id, stream_id FROM ev))
+           SELECT event_id, start_ns AS s, end_ns AS e, track,
+                  row_number() OVER (PARTITION BY track ORDER BY start_ns, end_ns DESC, event_id) - 1 AS pos
+           FROM ev JOIN tr ON ev.pid IS NOT DISTINCT FROM tr.pid AND ev.tid IS NOT DISTINCT FROM tr.tid
+                AND ev.device_id IS NOT DISTINCT FROM tr.device_id
+                AND ev.stream_id IS NOT DISTINCT FROM tr.stream_id""", {"sid": source_id})
     if not con.execute("SELECT count(*) FROM __tk_ord").fetchone()[0]:
         con.execute("DROP TABLE __tk_ord")
         return
     # depth_i = pos_i - #(earlier events with e <= s_i), counted in one sweep over the start
     # and end points of the track: an end point sorts before the start points at its time, except
-    # a zero-length event's, which sorts right after its own start point
+    # a zero-length event's, which sorts right after its own start point.  The sweep sorts only
+    # (track, pos, time) and joins the rest back.
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE __tk_nest AS
+        """CREATE OR REPLACE TEMP TABLE __tk_depth AS
            WITH sweep AS (
-               SELECT event_id, track, pos, s, e, is_start,
+               SELECT track, pos, is_start,
                       sum(1 - is_start) OVER (PARTITION BY track ORDER BY t, tie, pos, is_start DESC
                                               ROWS UNBOUNDED PRECEDING) AS n_closed
-               FROM (SELECT event_id, track, pos, s, e, s AS t, 1 AS tie, 1 AS is_start FROM __tk_ord
+               FROM (SELECT track, pos, s AS t, 1 AS tie, 1 AS is_start FROM __tk_ord
                      UNION ALL
-                     SELECT event_id, track, pos, s, e, e, (e = s)::INTEGER, 0 FROM __tk_ord)),
-           d AS (SELECT event_id, track, pos, e, pos - n_closed AS depth FROM sweep WHERE is_start = 1)
-           SELECT c.event_id, c.track, c.depth::INTEGER AS depth, p.event_id AS parent_id,
-                  c.depth < 0 OR (c.depth > 0 AND (p.event_id IS NULL OR c.e > p.e)) AS bad
-           FROM d c ASOF LEFT JOIN d p ON p.track = c.track AND p.depth = c.depth - 1 AND c.pos > p.pos""")
+                     SELECT track, pos, e, (e = s)::INTEGER, 0 FROM __tk_ord))
+           SELECT o.event_id, o.track, o.pos, o.e, o.pos - w.n_closed AS depth
+           FROM sweep w JOIN __tk_ord o USING (track, pos) WHERE w.is_start = 1""")
     con.execute("DROP TABLE __tk_ord")
+    lo, hi, tracks, positions = con.execute(
+        "SELECT min(depth), max(depth), max(track), max(pos) FROM __tk_depth").fetchone()
+    if lo >= 0 and hi < 4000 and tracks < 1 << 20 and positions < 1 << 31:
+        # the parent is the last earlier event of the track one level up: with (track, depth,
+        # pos) packed into one BIGINT (20 + 12 + 31 bits) that is a one-key ASOF lookup of
+        # (track, depth - 1, pos) whose match must have the same (track, depth - 1)
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE __tk_nest AS
+               WITH k AS (SELECT event_id, track, e, depth,
+                                 (track << 43) + ((depth + 1) << 31) + pos AS key FROM __tk_depth),
+               m AS (SELECT c.event_id, c.track, c.depth, c.e,
+                            CASE WHEN p.key >> 31 = (c.key >> 31) - 1 THEN p.event_id END AS parent_id,
+                            CASE WHEN p.key >> 31 = (c.key >> 31) - 1 THEN p.e END AS parent_e
+                     FROM k c ASOF LEFT JOIN k p ON c.key - (1::BIGINT << 31) > p.key)
+               SELECT event_id, track, depth::INTEGER AS depth, parent_id,
+                      depth > 0 AND (parent_id IS NULL OR e > parent_e) AS bad
+               FROM m""")
+    else:
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE __tk_nest AS
+               SELECT c.event_id, c.track, c.depth::INTEGER AS depth, p.event_id AS parent_id,
+                      c.depth < 0 OR (c.depth > 0 AND (p.event_id IS NULL OR c.e > p.e)) AS bad
+               FROM __tk_depth c ASOF LEFT JOIN __tk_depth p
+                    ON p.track = c.track AND p.depth = c.depth - 1 AND c.pos > p.pos""")
+    con.execute("DROP TABLE __tk_depth")
     bad = [r[0] for r in con.execute("SELECT DISTINCT track FROM __tk_nest WHERE bad").fetchall()]
     if bad:  # partial overlaps: the event-by-event rule on those tracks
         tbl = con.sql(
