@@ -31,10 +31,15 @@
 --
 -- Method (no effect on the result): busy_until = running maximum end of the earlier operations
 -- (ordered by start, end) per device and per stream; a gap is [busy_until, start) of an operation
--- that starts after it. The sync test looks up, per process, the latest end among the
--- synchronizing calls started before the gap ends (ASOF join), instead of testing every call.
--- Operation names travel as their rank in name order and are put back at the end.
---
+-- that starts after it. Each operation carries one number for its (stream, name, kind), numbered
+-- in that order (NULLs last), so the closing operation comes out of the same running maximum
+-- (of end * 2^40 - number: the latest end, then the lowest stream, then the lowest name); for
+-- scope 'stream' of a NULL stream it is looked up on the whole device, as for scope 'device'.
+-- The launch call and the sync test are looked up once per operation, not per gap: per process,
+-- the latest end among the synchronizing calls started before the operation starts (ASOF join).
+-- The synchronizing calls are the rows of `host_syncs`, selected with its rule here (that view
+-- also computes call sites and waited-for ops, which are not needed). Names (operation and API)
+-- travel as numbers and are put back after the sort.
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
 -- Columns:
@@ -55,99 +60,116 @@
 --   after_api      VARCHAR  the API call that launched the operation after the gap (NULL if unknown)
 --   launch_lag_ns  BIGINT   after-op launch call start minus gap start (> 0 = CPU was late)
 CREATE OR REPLACE VIEW idle_gaps AS
-WITH names AS (  -- op names as numbers in name order (rows carry numbers; names are put back last)
-    SELECT name, row_number() OVER (ORDER BY name) AS name_id
-    FROM (SELECT DISTINCT name FROM gpu_activity WHERE device_id IS NOT NULL AND name IS NOT NULL)
+WITH combos AS MATERIALIZED (  -- (stream, name, kind) of the ops, numbered in that order (NULLs last)
+    SELECT stream_id, name, kind,
+           row_number() OVER (ORDER BY stream_id NULLS LAST, name NULLS LAST, kind NULLS LAST) AS cid
+    FROM (SELECT DISTINCT stream_id, name, kind FROM gpu_activity WHERE device_id IS NOT NULL)
 ),
-act AS (
-    SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, a.kind, n.name_id, a.pid,
-           a.correlation_id
-    FROM gpu_activity a LEFT JOIN names n ON n.name = a.name
-    WHERE a.device_id IS NOT NULL
-),
-ordered AS (  -- busy_until: running max end of the earlier ops, per device and per stream
-    SELECT source_id, device_id, stream_id, start_ns, kind, name_id, pid, correlation_id,
-           max(end_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS dev_until,
-           max(end_ns) OVER (PARTITION BY source_id, device_id, stream_id ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS stream_until
-    FROM act
-),
-gaps AS (
-    SELECT 'device' AS scope, NULL::BIGINT AS scope_stream, source_id, device_id,
-           dev_until AS start_ns, start_ns AS end_ns, kind AS after_kind, name_id AS after_name_id,
-           stream_id AS after_stream, pid AS after_pid, correlation_id AS after_corr
-    FROM ordered WHERE dev_until < start_ns
-    UNION ALL
-    SELECT 'stream', stream_id, source_id, device_id, stream_until, start_ns, kind, name_id,
-           stream_id, pid, correlation_id
-    FROM ordered WHERE stream_until < start_ns
+api_names AS MATERIALIZED (  -- names of the launch calls, numbered in name order
+    SELECT name, row_number() OVER (ORDER BY name) AS api_id
+    FROM (SELECT DISTINCT name FROM api_calls WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
 ),
 launches AS (  -- one launch call per (source, pid, correlation)
     SELECT source_id, pid, correlation_id, min(start_ns) AS api_start_ns,
-           arg_min(name, start_ns) AS api_name
-    FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY ALL
+           arg_min(n.api_id, start_ns) AS api_id
+    FROM api_calls a LEFT JOIN api_names n USING (name)
+    WHERE correlation_id IS NOT NULL GROUP BY ALL
 ),
-gaps1 AS (
-    SELECT g.*, l.api_start_ns, l.api_name AS after_api, l.pid AS launch_pid
-    FROM gaps g
-    LEFT JOIN launches l
-      ON l.source_id = g.source_id AND l.correlation_id = g.after_corr
-     AND (g.after_pid IS NULL OR l.pid = g.after_pid)
+pageable AS (
+    SELECT DISTINCT source_id, pid, correlation_id FROM memops
+    WHERE kind = 'memcpy' AND copy_kind = 'DtoH' AND dst_kind = 'pageable'
 ),
-syncs AS (  -- host_syncs per process (any_pid: of all processes): latest end among the calls started up to start_ns
+sync_calls AS (  -- the rows of host_syncs (its rule; a call may repeat, which the max below ignores)
+    SELECT a.source_id, a.pid, a.start_ns, a.end_ns
+    FROM api_calls a
+    LEFT JOIN pageable p
+      ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
+     AND (p.pid IS NULL OR p.pid = a.pid)
+    WHERE (suffix(a.name, 'Synchronize')
+           AND (regexp_matches(a.name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
+                OR regexp_matches(a.name, '^cu(Ctx|Stream|Event)Synchronize$')))
+       OR (contains(a.name, 'Memcpy')
+           AND (regexp_matches(a.name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
+                OR regexp_matches(a.name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$')))
+       OR p.correlation_id IS NOT NULL
+),
+syncs AS (  -- sync calls per process (any_pid: of all processes): latest end among the calls started up to start_ns
     SELECT *, max(end_ns) OVER (PARTITION BY source_id, any_pid, pid ORDER BY start_ns
                                 ROWS UNBOUNDED PRECEDING) AS until_ns
     FROM (SELECT h.source_id, v.any_pid, CASE WHEN v.any_pid THEN 0 ELSE h.pid END AS pid, h.start_ns,
                  max(h.end_ns) AS end_ns
-          FROM host_syncs h CROSS JOIN (VALUES (false), (true)) v(any_pid)
+          FROM sync_calls h CROSS JOIN (VALUES (false), (true)) v(any_pid)
           WHERE v.any_pid OR h.pid IS NOT NULL
           GROUP BY ALL)
 ),
-sync_gaps AS (  -- gaps before a late launch that a sync call of the launching process overlaps
-    SELECT w.source_id, w.launch_pid, w.start_ns, w.end_ns
-    FROM (SELECT DISTINCT source_id, launch_pid, start_ns, end_ns FROM gaps1
-          WHERE api_start_ns > start_ns) w
-    ASOF JOIN syncs s
-      ON s.source_id = w.source_id AND s.any_pid = (w.launch_pid IS NULL)
-     AND s.pid = coalesce(w.launch_pid, 0) AND w.end_ns > s.start_ns
-    WHERE s.until_ns > w.start_ns
+ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch call and the sync calls before it
+    SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, c.cid,
+           l.api_start_ns, l.api_id, s.until_ns AS sync_until
+    FROM gpu_activity a
+    JOIN combos c
+      ON c.stream_id IS NOT DISTINCT FROM a.stream_id AND c.name IS NOT DISTINCT FROM a.name
+     AND c.kind = a.kind
+    LEFT JOIN launches l
+      ON l.source_id = a.source_id AND l.correlation_id = a.correlation_id
+     AND (a.pid IS NULL OR l.pid = a.pid)
+    ASOF LEFT JOIN syncs s
+      ON s.source_id = a.source_id AND s.any_pid = (l.pid IS NULL)
+     AND s.pid = coalesce(l.pid, 0) AND a.start_ns > s.start_ns
+    WHERE a.device_id IS NOT NULL
 ),
-last_dev AS (  -- ops ending at a time: the lowest stream of the device (NULL streams last)
-    SELECT source_id, device_id, end_ns, min(stream_id) AS stream_id
-    FROM act GROUP BY ALL
+dev AS (
+    SELECT source_id, device_id, start_ns, cid, api_start_ns, api_id, sync_until,
+           max(end_ns) OVER w AS until_ns,
+           max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
+    FROM ops
+    WINDOW w AS (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
-last_stream AS (  -- ... and on that stream, the lowest name (NULL names last)
-    SELECT source_id, device_id, stream_id, end_ns, min(name_id) AS name_id,
-           coalesce(arg_min(kind, name_id), any_value(kind)) AS kind
-    FROM act GROUP BY ALL
+str AS (
+    SELECT source_id, device_id, stream_id, start_ns, cid, api_start_ns, api_id, sync_until,
+           max(end_ns) OVER w AS until_ns,
+           max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
+    FROM ops
+    WINDOW w AS (PARTITION BY source_id, device_id, stream_id ORDER BY start_ns, end_ns
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+null_before AS (  -- scope 'stream', NULL stream: the closing op is looked up on the whole device
+    SELECT source_id, device_id, end_ns, min(cid) AS cid
+    FROM ops
+    WHERE (source_id, device_id) IN (SELECT source_id, device_id FROM ops WHERE stream_id IS NULL)
+    GROUP BY ALL
+),
+gaps AS (
+    SELECT source_id, 'device' AS scope, device_id, NULL::BIGINT AS stream_id, until_ns AS start_ns,
+           start_ns AS end_ns, (until_ns * 1099511627776::HUGEINT - key)::BIGINT AS before_cid, cid AS after_cid,
+           api_start_ns, api_id, sync_until
+    FROM dev WHERE until_ns < start_ns
+    UNION ALL
+    SELECT s.source_id, 'stream', s.device_id, s.stream_id, s.until_ns, s.start_ns,
+           CASE WHEN s.stream_id IS NULL THEN nb.cid ELSE (s.until_ns * 1099511627776::HUGEINT - s.key)::BIGINT END,
+           s.cid, s.api_start_ns, s.api_id, s.sync_until
+    FROM str s
+    LEFT JOIN null_before nb
+      ON s.stream_id IS NULL AND nb.source_id = s.source_id AND nb.device_id = s.device_id
+     AND nb.end_ns = s.until_ns
+    WHERE s.until_ns < s.start_ns
 ),
 result AS (
-    SELECT g.source_id, g.scope, g.device_id, g.scope_stream AS stream_id, g.start_ns, g.end_ns,
-           g.end_ns - g.start_ns AS dur_ns,
+    SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, end_ns - start_ns AS dur_ns,
            CASE
-             WHEN g.api_start_ns > g.start_ns AND sg.start_ns IS NOT NULL THEN 'sync_wait'
-             WHEN g.api_start_ns > g.start_ns THEN 'host_wait'
-             WHEN g.api_start_ns IS NOT NULL
-              AND g.end_ns - g.start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
+             WHEN api_start_ns > start_ns AND sync_until > start_ns THEN 'sync_wait'
+             WHEN api_start_ns > start_ns THEN 'host_wait'
+             WHEN api_start_ns IS NOT NULL
+              AND end_ns - start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
              ELSE 'other'
            END AS cause,
-           b.kind AS before_kind, b.name_id AS before_name_id, b.stream_id AS before_stream,
-           g.after_kind, g.after_name_id, g.after_stream, g.after_api,
-           g.api_start_ns - g.start_ns AS launch_lag_ns
-    FROM gaps1 g
-    LEFT JOIN sync_gaps sg
-      ON sg.source_id = g.source_id AND sg.launch_pid IS NOT DISTINCT FROM g.launch_pid
-     AND sg.start_ns = g.start_ns AND sg.end_ns = g.end_ns
-    LEFT JOIN last_dev d
-      ON g.scope_stream IS NULL AND d.source_id = g.source_id AND d.device_id = g.device_id
-     AND d.end_ns = g.start_ns
-    LEFT JOIN last_stream b
-      ON b.source_id = g.source_id AND b.device_id = g.device_id AND b.end_ns = g.start_ns
-     AND b.stream_id IS NOT DISTINCT FROM coalesce(g.scope_stream, d.stream_id)
+           before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns
+    FROM gaps
+    ORDER BY source_id, scope, device_id, stream_id, start_ns
 )
 SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns, cause,
-       before_kind, nm[before_name_id] AS before_name, before_stream,
-       after_kind, nm[after_name_id] AS after_name, after_stream, after_api, launch_lag_ns
-FROM result, (SELECT coalesce(list(name ORDER BY name_id), []) AS nm FROM names)
-ORDER BY source_id, scope, device_id, stream_id, start_ns;
+       c[before_cid].kind AS before_kind, c[before_cid].name AS before_name, c[before_cid].stream_id AS before_stream,
+       c[after_cid].kind AS after_kind, c[after_cid].name AS after_name, c[after_cid].stream_id AS after_stream,
+       an[api_id] AS after_api, launch_lag_ns
+FROM result, (SELECT coalesce(list({'kind': kind, 'name': name, 'stream_id': stream_id} ORDER BY cid), []) AS c FROM combos),
+     (SELECT coalesce(list(name ORDER BY api_id), []) AS an FROM api_names);
