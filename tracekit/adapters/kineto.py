@@ -43,7 +43,7 @@ from .base import Adapter, Builders, TraceError
 _EMPTY = msgspec.Raw(b"")
 
 
-class _Event(msgspec.Struct, forbid_unknown_fields=True):
+class _Event(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     ph: str = ""
     name: str | None = None
     cat: str | None = None
@@ -57,7 +57,7 @@ class _Event(msgspec.Struct, forbid_unknown_fields=True):
     bp: str | None = None
 
 
-class _Args(msgspec.Struct, rename={
+class _Args(msgspec.Struct, gc=False, rename={
         "external_id": "External id", "external_id_lc": "external id",
         "registers": "registers per thread", "shared": "shared memory",
         "sync_kind": "cuda_sync_kind", "wait_event": "wait_on_cuda_event_id"}):
