@@ -3,7 +3,9 @@
 -- Definition: the join of `phase_instances` and `gpu_launches` that `phases` sums: an op belongs
 -- to an instance when its launch call started on the instance's thread (same source, pid, tid)
 -- inside [start_ns, end_ns) of the range. Nested ranges all claim the op (one row per instance).
--- (Matched through buckets of the range start per length class, as in `phase_instances`.)
+-- (Method, no effect on the result: matched through buckets of the range start per length class,
+-- as in `phase_instances`; the instances are selected from `events` with phase_instances' rule
+-- here, as that view also computes the GPU work of each instance, which is not needed.)
 -- short_name is the kernel's base name (`kernels.short_name`); NULL for memcpy / memset and for
 -- the whole-graph rows of an nsys `--cuda-graph-trace=graph` capture (`[CUDA graph N]`: graph_id
 -- set, graph_node_id NULL), which are not kernel executions (as in `hotspots`).
@@ -33,12 +35,14 @@
 --   ops_in_launch        BIGINT   ops sharing the launch call
 --   shorter_than_launch  BOOLEAN  dur_ns < api_dur_ns
 CREATE OR REPLACE VIEW phase_ops AS
-WITH ib AS (  -- instances by length class (as in phase_instances: an equi-join per level and bucket)
+WITH ib AS (  -- the instances of phase_instances (its rule, without its GPU columns) by length class
     SELECT i.source_id, i.phase, i.category, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns, i.lvl,
            (i.start_ns >> i.lvl) + b.d AS bucket
-    FROM (SELECT source_id, phase, category, event_id, pid, tid, start_ns, end_ns,
-                 floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
-          FROM phase_instances) i
+    FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id, pid,
+                 tid, start_ns, end_ns, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+          FROM events
+          WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
+            AND pid IS NOT NULL) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
 names AS (
