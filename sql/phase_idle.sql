@@ -16,8 +16,12 @@
 -- The op counts are over `phase_ops` of the phase on the device (nested ranges of one phase name
 -- would count an op twice): kernels, their summed duration, kernels shorter than their launch
 -- call, distinct launch calls, and those that started more than one op (graph launches).
--- Method (no effect on the result): idle_gaps and gpu_busy are computed once; their overlaps with
--- the span are found through buckets of the span's start per length class plus one ASOF lookup.
+-- Method (no effect on the result): idle_gaps is computed once; its overlaps with the span are
+-- found through buckets of the span's start per length class, and the gap that contains a span
+-- start through buckets of the gap's own start per length class. gpu_busy's periods are exactly
+-- the device's activity window [first op start, last op end] less its idle_gaps (both come from
+-- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
+-- counts are summed per launch call first, then per device.
 --
 -- Columns:
 --   source_id        INTEGER  the source
@@ -78,37 +82,30 @@ u AS (
 span AS (
     SELECT source_id, phase, category, device_id, sum(e - s)::BIGINT AS span_ns FROM u GROUP BY ALL
 ),
-gb AS MATERIALIZED (SELECT source_id, device_id, start_ns, end_ns FROM gpu_busy),
 ig AS MATERIALIZED (
     SELECT source_id, device_id, start_ns, end_ns, cause FROM idle_gaps WHERE scope = 'device'
 ),
--- overlaps of the span intervals u with the busy periods / gaps of the device (each set
--- disjoint): those that start inside u, found through buckets of u's start per length class
--- (level = floor(log2(length)) + 1), and the one that starts before u and reaches into it (ASOF)
+dw AS (  -- the device's activity window [first op start, last op end]
+    SELECT source_id, device_id, min(start_ns) AS first_ns, max(end_ns) AS last_ns
+    FROM gpu_activity
+    WHERE device_id IS NOT NULL AND (source_id, device_id) IN (SELECT source_id, device_id FROM devs)
+    GROUP BY ALL
+),
+-- the gap that contains a span start s: by its own length class (lvl: 2^lvl > length), it
+-- starts in bucket (s >> lvl) or the one before
+igl AS MATERIALIZED (
+    SELECT *, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl FROM ig
+),
+iglv AS (SELECT DISTINCT source_id, device_id, lvl FROM igl),
+-- overlaps of the span intervals u with the gaps of the device (disjoint): those that start
+-- inside u, found through buckets of u's start per length class (level = floor(log2(length)) + 1),
+-- and the one that starts before u and reaches into it
 ub AS (
     SELECT u.*, (u.s >> u.lvl) + b.d AS bucket
     FROM (SELECT *, floor(log2(greatest(e - s, 1)))::INTEGER + 1 AS lvl FROM u) u
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
 ulv AS (SELECT DISTINCT source_id, device_id, lvl FROM ub),
-busy_pairs AS (
-    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, b.start_ns, b.end_ns
-    FROM (SELECT b.*, v.lvl, b.start_ns >> v.lvl AS bucket
-          FROM gb b JOIN ulv v ON v.source_id = b.source_id AND v.device_id = b.device_id) b
-    JOIN ub u ON u.source_id = b.source_id AND u.device_id = b.device_id AND u.lvl = b.lvl
-             AND u.bucket = b.bucket
-    WHERE b.start_ns >= u.s AND b.start_ns < u.e AND b.end_ns > u.s
-    UNION ALL
-    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, b.start_ns, b.end_ns
-    FROM u ASOF JOIN gb b ON b.source_id = u.source_id AND b.device_id = u.device_id AND u.s > b.start_ns
-    WHERE b.end_ns > u.s
-),
-busy AS (
-    SELECT source_id, phase, category, device_id,
-           sum(least(e, end_ns) - greatest(s, start_ns))::BIGINT AS busy_ns
-    FROM busy_pairs
-    GROUP BY ALL
-),
 idle_pairs AS (
     SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
     FROM (SELECT g.*, v.lvl, g.start_ns >> v.lvl AS bucket
@@ -118,8 +115,12 @@ idle_pairs AS (
     WHERE g.start_ns >= u.s AND g.start_ns < u.e AND g.end_ns > u.s
     UNION ALL
     SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
-    FROM u ASOF JOIN ig g ON g.source_id = u.source_id AND g.device_id = u.device_id AND u.s > g.start_ns
-    WHERE g.end_ns > u.s
+    FROM (SELECT u.*, v.lvl, (u.s >> v.lvl) - d.d AS bucket
+          FROM u JOIN iglv v ON v.source_id = u.source_id AND v.device_id = u.device_id
+          CROSS JOIN (VALUES (0), (1)) d(d)) u
+    JOIN igl g ON g.source_id = u.source_id AND g.device_id = u.device_id AND g.lvl = u.lvl
+              AND (g.start_ns >> g.lvl) = u.bucket
+    WHERE g.start_ns < u.s AND g.end_ns > u.s
 ),
 idle AS (
     SELECT source_id, phase, category, device_id, count(DISTINCT start_ns) AS gaps,
@@ -130,19 +131,39 @@ idle AS (
     FROM idle_pairs
     GROUP BY ALL
 ),
+busy AS (  -- the busy time is the span inside the device's window less its idle_gaps
+    SELECT u.source_id, u.phase, u.category, u.device_id,
+           sum(greatest(least(u.e, w.last_ns) - greatest(u.s, w.first_ns), 0))::BIGINT
+               - coalesce(any_value(i.idle_ns), 0) AS busy_ns
+    FROM u
+    JOIN dw w ON w.source_id = u.source_id AND w.device_id = u.device_id
+    LEFT JOIN (SELECT source_id, phase, category, device_id,
+                      coalesce(host_wait_ns, 0) + coalesce(sync_wait_ns, 0) + coalesce(kernel_wait_ns, 0)
+                          + coalesce(other_ns, 0) AS idle_ns
+               FROM idle) i
+      ON i.source_id = u.source_id AND i.phase = u.phase AND i.category = u.category
+     AND i.device_id = u.device_id
+    GROUP BY u.source_id, u.phase, u.category, u.device_id
+),
 inst AS (
     SELECT source_id, phase, category, count(*) AS instances, sum(dur_ns)::BIGINT AS wall_ns
     FROM pi GROUP BY ALL
 ),
-ops AS (
-    SELECT source_id, phase, category, device_id, count(*) AS gpu_ops,
+launch_ops AS (  -- per launch call first (a call's ops_in_launch is one value), then per device
+    SELECT source_id, phase, category, device_id, pid, tid, correlation_id, count(*) AS n,
            count(*) FILTER (WHERE kind = 'kernel') AS kernels,
-           coalesce(sum(dur_ns) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernel_ns,
-           coalesce(sum(dur_ns) FILTER (WHERE kind = 'memcpy'), 0)::BIGINT AS memcpy_ns,
+           sum(dur_ns) FILTER (WHERE kind = 'kernel') AS kernel_ns,
+           sum(dur_ns) FILTER (WHERE kind = 'memcpy') AS memcpy_ns,
            count(*) FILTER (WHERE kind = 'kernel' AND shorter_than_launch) AS short_kernels,
-           count(DISTINCT (pid, tid, correlation_id)) AS launch_calls,
-           count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE ops_in_launch > 1) AS graph_launches
+           max(ops_in_launch) AS ops_in_launch
     FROM po GROUP BY ALL
+),
+ops AS (
+    SELECT source_id, phase, category, device_id, sum(n)::BIGINT AS gpu_ops,
+           sum(kernels)::BIGINT AS kernels, coalesce(sum(kernel_ns), 0)::BIGINT AS kernel_ns,
+           coalesce(sum(memcpy_ns), 0)::BIGINT AS memcpy_ns, sum(short_kernels)::BIGINT AS short_kernels,
+           count(*) AS launch_calls, count(*) FILTER (WHERE ops_in_launch > 1) AS graph_launches
+    FROM launch_ops GROUP BY ALL
 )
 SELECT s.source_id, s.phase, s.category, s.device_id, n.instances, n.wall_ns, s.span_ns,
        coalesce(b.busy_ns, 0) AS busy_ns, s.span_ns - coalesce(b.busy_ns, 0) AS idle_ns,
