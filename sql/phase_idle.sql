@@ -21,7 +21,8 @@
 -- start through buckets of the gap's own start per length class. gpu_busy's periods are exactly
 -- the device's activity window [first op start, last op end] less its idle_gaps (both come from
 -- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
--- counts are summed per launch call first, then per device.
+-- counts are summed per launch call first, then per device; a gap is counted once by leaving
+-- out its overlaps with a span interval after the first.
 --
 -- Columns:
 --   source_id        INTEGER  the source
@@ -75,9 +76,10 @@ isl AS (
                         ROWS UNBOUNDED PRECEDING) AS island
     FROM o
 ),
-u AS (
-    SELECT source_id, phase, category, device_id, min(s) AS s, max(e) AS e
-    FROM isl GROUP BY source_id, phase, category, device_id, island
+u AS (  -- prev_e: the end of the interval before (for counting a gap that spans both once)
+    SELECT *, lag(e) OVER (PARTITION BY source_id, phase, category, device_id ORDER BY s) AS prev_e
+    FROM (SELECT source_id, phase, category, device_id, min(s) AS s, max(e) AS e
+          FROM isl GROUP BY source_id, phase, category, device_id, island)
 ),
 span AS (
     SELECT source_id, phase, category, device_id, sum(e - s)::BIGINT AS span_ns FROM u GROUP BY ALL
@@ -107,14 +109,16 @@ ub AS (
 ),
 ulv AS (SELECT DISTINCT source_id, device_id, lvl FROM ub),
 idle_pairs AS (
-    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause,
+           false AS repeat
     FROM (SELECT g.*, v.lvl, g.start_ns >> v.lvl AS bucket
           FROM ig g JOIN ulv v ON v.source_id = g.source_id AND v.device_id = g.device_id) g
     JOIN ub u ON u.source_id = g.source_id AND u.device_id = g.device_id AND u.lvl = g.lvl
              AND u.bucket = g.bucket
     WHERE g.start_ns >= u.s AND g.start_ns < u.e AND g.end_ns > u.s
     UNION ALL
-    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause
+    SELECT u.source_id, u.phase, u.category, u.device_id, u.s, u.e, g.start_ns, g.end_ns, g.cause,
+           coalesce(g.start_ns < u.prev_e, false)  -- the gap also overlaps the interval before
     FROM (SELECT u.*, v.lvl, (u.s >> v.lvl) - d.d AS bucket
           FROM u JOIN iglv v ON v.source_id = u.source_id AND v.device_id = u.device_id
           CROSS JOIN (VALUES (0), (1)) d(d)) u
@@ -123,7 +127,7 @@ idle_pairs AS (
     WHERE g.start_ns < u.s AND g.end_ns > u.s
 ),
 idle AS (
-    SELECT source_id, phase, category, device_id, count(DISTINCT start_ns) AS gaps,
+    SELECT source_id, phase, category, device_id, count(*) - count(*) FILTER (WHERE repeat) AS gaps,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'host_wait')::BIGINT AS host_wait_ns,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'sync_wait')::BIGINT AS sync_wait_ns,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'kernel_wait')::BIGINT AS kernel_wait_ns,
