@@ -90,3 +90,17 @@ def test_us_text_to_ns_exact():
     assert us_text_to_ns(b"-3.25") == -3250
     assert us_text_to_ns(b"1.5e3") == 1_500_000
     assert us_text_to_ns(b"2.0004") == 2000  # sub-ns digits rounded
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_idle_gaps_rows_come_in_their_documented_order(convert, threads):
+    """idle_gaps puts the names back after its ORDER BY (a lookup in one-row lists): the rows
+    must still come ordered by (source_id, scope, device_id, stream_id, start_ns)."""
+    st = convert(FIXTURES / "kineto" / "ddp_rank0.json.gz", FIXTURES / "kineto" / "ddp_rank1.json.gz",
+                 FIXTURES / "nsys" / "decode_b1.sqlite")
+    st.con.execute(f"SET threads = {threads}")
+    rows = st.rows("select source_id, scope, device_id, stream_id, start_ns, before_name from idle_gaps")
+    assert len(rows) > 1000 and len({r[0] for r in rows}) == 3
+    key = [(r[0], r[1], r[2], r[3] if r[3] is not None else 2**63, r[4]) for r in rows]
+    assert key == sorted(key)
+    assert all(r[5] for r in rows)
