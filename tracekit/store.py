@@ -30,9 +30,10 @@ DEFAULT_DB = "tracekit.duckdb"
 # 440-450 MB, 128 MB cap 355-370 MB (+4 % CPU time against 256 MB); on the same trace replicated
 # 10x, no cap 2.1 GB, 256 MB cap 0.7 GB (None: no cap).  It is per two insert threads (below).
 CONVERT_MEMORY_LIMIT = "128MB"
-# Each run of consecutive batches of one table is inserted by one statement on up to
-# INSERT_THREADS threads, without keeping the rows in input order (DuckDB inserts from Arrow on
-# one thread when it keeps the order).  nsys export of 1.07 M kernels + 2.2 M API calls:
+# For adapters with long runs of one table (Adapter.PARALLEL_INSERT: nsys), each run of
+# consecutive batches of one table is inserted by one statement on up to INSERT_THREADS
+# threads, without keeping the rows in input order (DuckDB inserts from Arrow on one thread
+# when it keeps the order).  nsys export of 1.07 M kernels + 2.2 M API calls:
 # convert 9.0-9.6 s -> 4.2-4.6 s on 16 cores (2, 4, 8, 16 threads within 0.4 s of each other;
 # 4 threads at 256 MB), inserting 3.9 -> 1.6 s on 2 cores.  The stored row order is therefore
 # not the input order: queries order explicitly (rowid order is no promise of the store).
@@ -166,13 +167,14 @@ class Store:
         gc_on = gc.isenabled()
         gc.disable()
         try:
+            parallel = PARALLEL_INSERT and detect.adapter_for(path, format).PARALLEL_INSERT
             if CONVERT_MEMORY_LIMIT:
-                con.execute(f"SET memory_limit = '{_convert_memory_limit(threads)}'")
+                con.execute(f"SET memory_limit = '{_convert_memory_limit(threads if parallel else 1)}'")
                 try:
-                    return self._convert(path, progress, format, rank, strict)
+                    return self._convert(path, progress, format, rank, strict, parallel)
                 except duckdb.OutOfMemoryException:
                     con.execute(f"SET memory_limit = '{prev}'")
-            return self._convert(path, progress, format, rank, strict)
+            return self._convert(path, progress, format, rank, strict, parallel)
         finally:
             if gc_on:
                 gc.enable()
@@ -180,14 +182,14 @@ class Store:
             con.execute(f"SET preserve_insertion_order = {'true' if order else 'false'}")
             con.execute(f"SET threads = {threads}")
 
-    def _convert(self, path: Path, progress, format, rank, strict) -> SourceSummary:
+    def _convert(self, path: Path, progress, format, rank, strict, parallel) -> SourceSummary:
         adapter = detect.adapter_for(path, format)
         source_id = self.next_source_id()
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
             batches = _read_ahead(adapter.read(path, source_id, progress))
-            if PARALLEL_INSERT:
+            if parallel:
                 _insert_runs(con, batches)
             else:
                 for table_name, batch in batches:
@@ -502,7 +504,7 @@ def _read_ahead(items, depth: int = 4):
 
 def _convert_memory_limit(threads: int) -> str:
     """CONVERT_MEMORY_LIMIT per two insert threads (each thread fills its own row groups)."""
-    n = min(threads, INSERT_THREADS) if PARALLEL_INSERT else 1
+    n = min(threads, INSERT_THREADS)
     if n <= 2:
         return CONVERT_MEMORY_LIMIT
     v = CONVERT_MEMORY_LIMIT.upper()

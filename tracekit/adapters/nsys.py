@@ -242,6 +242,7 @@ def export_report(path: Path) -> tuple[Path, dict]:
 # -- the adapter -------------------------------------------------------------------------------
 class NsysAdapter(Adapter):
     FORMAT = "nsys"
+    PARALLEL_INSERT = True
 
     def read(self, path, source_id, progress=None):
         path = Path(path)
