@@ -40,13 +40,9 @@ def _events(rng: random.Random, n_tracks: int, per_track: int, laminar: bool) ->
     return rows
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_sql_nesting_equals_stack_rule(tmp_path, seed):
-    rng = random.Random(seed)
-    rows = _events(rng, 6, 300, laminar=True) + [
-        dict(r, event_id=r["event_id"] + 10**6, tid=r["tid"] + 100)
-        for r in _events(rng, 3, 150, laminar=seed % 2 == 0)]
-    with Store(tmp_path / "n.duckdb") as st:
+def _nest_both_ways(path, rows: list[dict]) -> tuple[dict, dict]:
+    """depth / parent_id per event_id: (from the SQL derivation, from the stack rule)."""
+    with Store(path) as st:
         _insert(st.con, "events", pa.RecordBatch.from_pylist(rows, schema=schema.table("events").arrow))
         _derive_nesting(st.con, 0)
         got = {r[0]: (r[1], r[2]) for r in st.rows("select event_id, depth, parent_id from events")}
@@ -56,6 +52,16 @@ def test_sql_nesting_equals_stack_rule(tmp_path, seed):
     want = _nest_track(*(tbl.column(c).to_pylist() for c in ("event_id", "start_ns", "end_ns", "track")))
     want = dict(zip(want.column("event_id").to_pylist(),
                     zip(want.column("depth").to_pylist(), want.column("parent_id").to_pylist())))
+    return got, want
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sql_nesting_equals_stack_rule(tmp_path, seed):
+    rng = random.Random(seed)
+    rows = _events(rng, 6, 300, laminar=True) + [
+        dict(r, event_id=r["event_id"] + 10**6, tid=r["tid"] + 100)
+        for r in _events(rng, 3, 150, laminar=seed % 2 == 0)]
+    got, want = _nest_both_ways(tmp_path / "n.duckdb", rows)
     assert got == want
     assert max(d for d, _ in got.values()) >= 3
 
@@ -66,16 +72,8 @@ def test_deep_nesting_uses_the_general_lookup(tmp_path):
     deep = 4_100
     rows = [{"source_id": 0, "event_id": i, "pid": 1, "tid": 1, "start_ns": i, "end_ns": 10 * deep - i,
              "dur_ns": 10 * deep - 2 * i, "name": "x", "category": "cpu_op"} for i in range(deep)]
-    rows += [dict(r, event_id=r["event_id"] + 10**6, tid=r["tid"] + 100) for r in _events(random.Random(7), 2, 200, True)]
-    with Store(tmp_path / "n.duckdb") as st:
-        _insert(st.con, "events", pa.RecordBatch.from_pylist(rows, schema=schema.table("events").arrow))
-        _derive_nesting(st.con, 0)
-        got = {r[0]: (r[1], r[2]) for r in st.rows("select event_id, depth, parent_id from events")}
-        tbl = st.con.sql("""select event_id, start_ns, end_ns,
-                                   dense_rank() over (order by pid, tid, device_id, stream_id) as track
-                            from events order by track, start_ns, end_ns desc, event_id""").to_arrow_table()
-    want = _nest_track(*(tbl.column(c).to_pylist() for c in ("event_id", "start_ns", "end_ns", "track")))
-    want = dict(zip(want.column("event_id").to_pylist(),
-                    zip(want.column("depth").to_pylist(), want.column("parent_id").to_pylist())))
+    rows += [dict(r, event_id=r["event_id"] + 10**6, tid=r["tid"] + 100)
+             for r in _events(random.Random(7), 2, 200, True)]
+    got, want = _nest_both_ways(tmp_path / "n.duckdb", rows)
     assert got == want
     assert got[deep - 1] == (deep - 1, deep - 2)

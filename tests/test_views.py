@@ -104,3 +104,26 @@ def test_idle_gaps_rows_come_in_their_documented_order(convert, threads):
     key = [(r[0], r[1], r[2], r[3] if r[3] is not None else 2**63, r[4]) for r in rows]
     assert key == sorted(key)
     assert all(r[5] for r in rows)
+
+
+def test_rules_inlined_for_speed_agree_with_their_views(convert):
+    """phase_ops selects its instances and idle_gaps its synchronizing calls with the rules of
+    phase_instances and host_syncs, written again inline (for speed): they must agree with those
+    views.  Per instance, phase_ops has as many ops as phase_instances counts; a gap is
+    'sync_wait' exactly when its next op was launched after the gap began and a host_syncs call
+    of the launching process overlaps the gap."""
+    st = convert(FIXTURES / "kineto" / "decode_b1.json.gz", FIXTURES / "nsys" / "decode_b1.sqlite",
+                 FIXTURES / "kineto" / "graphs.json.gz")
+    ops = dict(st.rows("select event_id * 10 + source_id, count(*) from phase_ops group by all"))
+    inst = dict(st.rows("select event_id * 10 + source_id, gpu_ops from phase_instances where gpu_ops > 0"))
+    assert ops == inst and len(ops) > 20
+    rows = st.rows("""
+        select g.source_id, g.device_id, g.stream_id, g.start_ns, g.cause = 'sync_wait',
+               exists (select 1 from host_syncs h where h.source_id = g.source_id and h.pid = l.pid
+                       and h.start_ns < g.end_ns and h.end_ns > g.start_ns) and l.api_start_ns > g.start_ns
+        from idle_gaps g join gpu_launches l
+          on l.source_id = g.source_id and l.device_id = g.device_id and l.stream_id = g.stream_id
+         and l.start_ns = g.end_ns
+        where g.scope = 'stream'""")
+    assert len(rows) > 1000 and sum(r[4] for r in rows) > 10
+    assert [r[:4] for r in rows if r[4] != r[5]] == []
