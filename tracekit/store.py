@@ -34,7 +34,7 @@ CONVERT_MEMORY_LIMIT = "128MB"
 # consecutive batches of one table is inserted by one statement on up to INSERT_THREADS
 # threads, without keeping the rows in input order (DuckDB inserts from Arrow on one thread
 # when it keeps the order).  nsys export of 1.07 M kernels + 2.2 M API calls:
-# convert 9.0-9.6 s -> 4.2-4.6 s on 16 cores (2, 4, 8, 16 threads within 0.4 s of each other;
+# convert 9.0-9.6 s -> 3.7-4.6 s on 16 cores (2, 4, 8, 16 threads within 0.4 s of each other;
 # 4 threads at 256 MB), inserting 3.9 -> 1.6 s on 2 cores.  The stored row order is therefore
 # not the input order: queries order explicitly (rowid order is no promise of the store).
 PARALLEL_INSERT = True
