@@ -22,7 +22,9 @@
 -- the device's activity window [first op start, last op end] less its idle_gaps (both come from
 -- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
 -- counts are summed per launch call first, then per device; a gap is counted once by leaving
--- out its overlaps with a span interval after the first.
+-- out its overlaps with a span interval after the first. The instances are selected from `events`
+-- with phase_instances' rule here (duplicated for speed; tests/test_views.py guards it), their
+-- window ends from the ops of phase_ops, so the launches are matched to ranges only once.
 --
 -- Columns:
 --   source_id        INTEGER  the source
@@ -50,13 +52,22 @@
 --   launch_calls     BIGINT   distinct launch calls
 --   graph_launches   BIGINT   launch calls that started more than one op
 CREATE OR REPLACE VIEW phase_idle AS
-WITH po AS MATERIALIZED (  -- each view used once (each use would compute it again)
-    SELECT source_id, phase, category, device_id, kind, dur_ns, shorter_than_launch, pid, tid,
-           correlation_id, ops_in_launch
-    FROM phase_ops WHERE device_id IS NOT NULL
+WITH po_all AS MATERIALIZED (  -- phase_ops used once (each use would compute it again)
+    SELECT source_id, phase, category, event_id, device_id, kind, end_ns, dur_ns,
+           shorter_than_launch, pid, tid, correlation_id, ops_in_launch
+    FROM phase_ops
 ),
+po AS (SELECT * FROM po_all WHERE device_id IS NOT NULL),
+-- the rows of phase_instances (its rule; window_end_ns from the ops of phase_ops, which match
+-- launches to instances as phase_instances does), without matching the launches again
 pi AS MATERIALIZED (
-    SELECT source_id, phase, category, start_ns, window_end_ns, dur_ns FROM phase_instances
+    SELECT r.source_id, regexp_replace(r.name, '#[0-9]+$', '') AS phase, r.category, r.start_ns,
+           greatest(r.end_ns, coalesce(g.gpu_end_ns, r.end_ns)) AS window_end_ns, r.dur_ns
+    FROM events r
+    LEFT JOIN (SELECT source_id, event_id, max(end_ns) AS gpu_end_ns FROM po_all GROUP BY ALL) g
+      ON g.source_id = r.source_id AND g.event_id = r.event_id
+    WHERE r.category IN ('user_annotation', 'nvtx') AND NOT coalesce(r.is_instant, false)
+      AND r.pid IS NOT NULL
 ),
 devs AS (
     SELECT DISTINCT source_id, phase, category, device_id FROM po

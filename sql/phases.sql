@@ -12,6 +12,9 @@
 --                    its last GPU op)], busy = GPU busy time inside that span
 --   host_wait_pct    share of that span idle because the GPU waited for the CPU (`phase_idle`)
 --   top_kernels      the 3 kernel short names with the most time in the phase
+-- Method (no effect on the result): instances and wall time are counted from `events` with
+-- phase_instances' rule (duplicated for speed: that view also matches every instance's GPU
+-- work; tests/test_views.py guards it).
 --
 -- Columns:
 --   source_id        INTEGER    the source
@@ -31,10 +34,12 @@ CREATE OR REPLACE VIEW phases AS
 WITH po AS MATERIALIZED (  -- phase_ops used once (each use would compute it again)
     SELECT source_id, phase, category, kind, short_name, dur_ns FROM phase_ops
 ),
-inst AS (
-    SELECT source_id, phase, category, count(*) AS instances, sum(dur_ns)::BIGINT AS wall_ns,
-           avg(dur_ns) AS avg_wall_ns
-    FROM phase_instances GROUP BY ALL
+inst AS (  -- the rows of phase_instances (its rule; that view also matches every instance's GPU work)
+    SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, count(*) AS instances,
+           sum(dur_ns)::BIGINT AS wall_ns, avg(dur_ns) AS avg_wall_ns
+    FROM events
+    WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false) AND pid IS NOT NULL
+    GROUP BY ALL
 ),
 ops AS (
     SELECT source_id, phase, category, count(*) AS gpu_ops,

@@ -127,3 +127,21 @@ def test_rules_inlined_for_speed_agree_with_their_views(convert):
         where g.scope = 'stream'""")
     assert len(rows) > 1000 and sum(r[4] for r in rows) > 10
     assert [r[:4] for r in rows if r[4] != r[5]] == []
+    # phases and phase_idle select their instances with phase_instances' rule (phase_idle: the
+    # windows from phase_ops): instances, wall time and the union of the windows must agree
+    inst = {r[:3]: r[3:] for r in st.rows(
+        "select source_id, phase, category, count(*), sum(dur_ns) from phase_instances group by all")}
+    assert {r[:3]: r[3:] for r in st.rows(
+        "select source_id, phase, category, instances, wall_ns from phases")} == inst
+    idle = st.rows("select source_id, phase, category, instances, wall_ns, span_ns from phase_idle")
+    assert len(idle) > 3
+    for s, ph, cat, n, wall, span in idle:
+        assert inst[(s, ph, cat)] == (n, wall)
+        total, end = 0, None
+        for a, b in st.rows("select start_ns, window_end_ns from phase_instances where source_id = ?"
+                            " and phase = ? and category = ? order by 1, 2", [s, ph, cat]):
+            if end is None or a > end:
+                total, end = total + b - a, b
+            elif b > end:
+                total, end = total + b - end, b
+        assert span == total
