@@ -22,9 +22,11 @@
 -- the device's activity window [first op start, last op end] less its idle_gaps (both come from
 -- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
 -- counts are summed per launch call first, then per device; a gap is counted once by leaving
--- out its overlaps with a span interval after the first. The instances are selected from `events`
--- with phase_instances' rule here (duplicated for speed; tests/test_views.py guards it), their
--- window ends from the ops of phase_ops, so the launches are matched to ranges only once.
+-- out its overlaps with a span interval after the first. The rows of phase_instances and
+-- phase_ops are computed here with those views' rules (duplicated for speed: phase_instances
+-- matches the launches to ranges again, phase_ops also looks up kernel short names; the window
+-- ends come from the matched ops, so launches are matched to ranges once; tests/test_views.py
+-- guards both).
 --
 -- Columns:
 --   source_id        INTEGER  the source
@@ -52,10 +54,28 @@
 --   launch_calls     BIGINT   distinct launch calls
 --   graph_launches   BIGINT   launch calls that started more than one op
 CREATE OR REPLACE VIEW phase_idle AS
-WITH po_all AS MATERIALIZED (  -- phase_ops used once (each use would compute it again)
-    SELECT source_id, phase, category, event_id, device_id, kind, end_ns, dur_ns,
-           shorter_than_launch, pid, tid, correlation_id, ops_in_launch
-    FROM phase_ops
+WITH ib AS (  -- the instances by length class, as in phase_ops
+    SELECT i.source_id, i.phase, i.category, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns, i.lvl,
+           (i.start_ns >> i.lvl) + b.d AS bucket
+    FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id, pid,
+                 tid, start_ns, end_ns, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+          FROM events
+          WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
+            AND pid IS NOT NULL) i
+    CROSS JOIN (VALUES (0), (1)) b(d)
+),
+po_all AS MATERIALIZED (  -- the rows of phase_ops (its rule, without the kernel short names)
+    SELECT i.source_id, i.phase, i.category, i.event_id, l.device_id, l.kind, l.end_ns, l.dur_ns,
+           l.dur_ns < l.api_dur_ns AS shorter_than_launch, l.pid, l.tid, l.correlation_id,
+           l.ops_in_launch
+    FROM ib i
+    JOIN (SELECT l.*, v.lvl, l.api_start_ns >> v.lvl AS bucket
+          FROM gpu_launches l
+          JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM ib) v
+            ON v.source_id = l.source_id AND v.pid = l.pid AND v.tid = l.tid) l
+      ON l.source_id = i.source_id AND l.pid = i.pid AND l.tid = i.tid AND l.lvl = i.lvl
+     AND l.bucket = i.bucket
+    WHERE l.api_start_ns >= i.start_ns AND l.api_start_ns < i.end_ns
 ),
 po AS (SELECT * FROM po_all WHERE device_id IS NOT NULL),
 -- the rows of phase_instances (its rule; window_end_ns from the ops of phase_ops, which match

@@ -145,3 +145,16 @@ def test_rules_inlined_for_speed_agree_with_their_views(convert):
             elif b > end:
                 total, end = total + b - end, b
         assert span == total
+    # phase_idle also matches the ops to the instances with phase_ops' rule
+    assert dict(st.rows("select source_id * 1000000 + device_id, sum(gpu_ops) from phase_idle group by all")) \
+        == dict(st.rows("select source_id * 1000000 + device_id, count(*) from phase_ops"
+                        " where device_id is not null group by all"))
+    assert st.rows("select source_id, phase, category, device_id, gpu_ops, kernels, kernel_ns, memcpy_ns,"
+                   " short_kernels, launch_calls, graph_launches from phase_idle order by all") == st.rows(
+        "select source_id, phase, category, device_id, count(*), count(*) filter (where kind = 'kernel'),"
+        " coalesce(sum(dur_ns) filter (where kind = 'kernel'), 0),"
+        " coalesce(sum(dur_ns) filter (where kind = 'memcpy'), 0),"
+        " count(*) filter (where kind = 'kernel' and shorter_than_launch),"
+        " count(distinct (pid, tid, correlation_id)),"
+        " count(distinct (pid, tid, correlation_id)) filter (where ops_in_launch > 1)"
+        " from phase_ops where device_id is not null group by all order by all")
