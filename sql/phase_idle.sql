@@ -21,7 +21,8 @@
 -- start through buckets of the gap's own start per length class. gpu_busy's periods are exactly
 -- the device's activity window [first op start, last op end] less its idle_gaps (both come from
 -- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
--- counts are summed per launch call first, then per device; a gap is counted once by leaving
+-- counts are summed per launch call first, then per device (the phase carried as a number, its
+-- rank in (source, phase, category) order, and put back last); a gap is counted once by leaving
 -- out its overlaps with a span interval after the first. The rows of phase_instances and
 -- phase_ops are computed here with those views' rules (duplicated for speed: phase_instances
 -- matches the launches to ranges again, phase_ops also looks up kernel short names; the window
@@ -55,17 +56,19 @@
 --   graph_launches   BIGINT   launch calls that started more than one op
 CREATE OR REPLACE VIEW phase_idle AS
 WITH ib AS (  -- the instances by length class, as in phase_ops
-    SELECT i.source_id, i.phase, i.category, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns, i.lvl,
-           (i.start_ns >> i.lvl) + b.d AS bucket
-    FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id, pid,
-                 tid, start_ns, end_ns, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
+    SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns,
+           i.lvl, (i.start_ns >> i.lvl) + b.d AS bucket
+    FROM (SELECT *, dense_rank() OVER (ORDER BY source_id, phase, category) AS pk  -- phase as a number
+          FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id,
+                       pid, tid, start_ns, end_ns,
+                       floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
           FROM events
           WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
-            AND pid IS NOT NULL) i
+            AND pid IS NOT NULL)) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
 po_all AS MATERIALIZED (  -- the rows of phase_ops (its rule, without the kernel short names)
-    SELECT i.source_id, i.phase, i.category, i.event_id, l.device_id, l.kind, l.end_ns, l.dur_ns,
+    SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, l.device_id, l.kind, l.end_ns, l.dur_ns,
            l.dur_ns < l.api_dur_ns AS shorter_than_launch, l.pid, l.tid, l.correlation_id,
            l.ops_in_launch
     FROM ib i
@@ -185,7 +188,7 @@ inst AS (
     FROM pi GROUP BY ALL
 ),
 launch_ops AS (  -- per launch call first (a call's ops_in_launch is one value), then per device
-    SELECT source_id, phase, category, device_id, pid, tid, correlation_id, count(*) AS n,
+    SELECT source_id, pk, device_id, pid, tid, correlation_id, count(*) AS n,
            count(*) FILTER (WHERE kind = 'kernel') AS kernels,
            sum(dur_ns) FILTER (WHERE kind = 'kernel') AS kernel_ns,
            sum(dur_ns) FILTER (WHERE kind = 'memcpy') AS memcpy_ns,
@@ -194,11 +197,15 @@ launch_ops AS (  -- per launch call first (a call's ops_in_launch is one value),
     FROM po GROUP BY ALL
 ),
 ops AS (
-    SELECT source_id, phase, category, device_id, sum(n)::BIGINT AS gpu_ops,
-           sum(kernels)::BIGINT AS kernels, coalesce(sum(kernel_ns), 0)::BIGINT AS kernel_ns,
-           coalesce(sum(memcpy_ns), 0)::BIGINT AS memcpy_ns, sum(short_kernels)::BIGINT AS short_kernels,
-           count(*) AS launch_calls, count(*) FILTER (WHERE ops_in_launch > 1) AS graph_launches
-    FROM launch_ops GROUP BY ALL
+    SELECT k.source_id, k.phase, k.category, o.device_id, o.gpu_ops, o.kernels, o.kernel_ns,
+           o.memcpy_ns, o.short_kernels, o.launch_calls, o.graph_launches
+    FROM (SELECT source_id, pk, device_id, sum(n)::BIGINT AS gpu_ops,
+                 sum(kernels)::BIGINT AS kernels, coalesce(sum(kernel_ns), 0)::BIGINT AS kernel_ns,
+                 coalesce(sum(memcpy_ns), 0)::BIGINT AS memcpy_ns, sum(short_kernels)::BIGINT AS short_kernels,
+                 count(*) AS launch_calls, count(*) FILTER (WHERE ops_in_launch > 1) AS graph_launches
+          FROM launch_ops GROUP BY ALL) o
+    JOIN (SELECT DISTINCT source_id, pk, phase, category FROM ib) k
+      ON k.source_id = o.source_id AND k.pk = o.pk
 )
 SELECT s.source_id, s.phase, s.category, s.device_id, n.instances, n.wall_ns, s.span_ns,
        coalesce(b.busy_ns, 0) AS busy_ns, s.span_ns - coalesce(b.busy_ns, 0) AS idle_ns,
