@@ -31,8 +31,9 @@
 --   host_wait_pct    DOUBLE     host-wait idle share of that span (NULL without GPU work)
 --   top_kernels      VARCHAR[]  up to 3 kernel short names by total time
 CREATE OR REPLACE VIEW phases AS
-WITH po AS MATERIALIZED (  -- phase_ops used once (each use would compute it again)
-    SELECT source_id, phase, category, kind, short_name, dur_ns FROM phase_ops
+WITH po AS MATERIALIZED (  -- phase_ops summed per kind and kernel name (the ops and top_kernels come from it)
+    SELECT source_id, phase, category, kind, short_name, count(*) AS n, sum(dur_ns) AS ns
+    FROM phase_ops GROUP BY ALL
 ),
 inst AS (  -- the rows of phase_instances (its rule; that view also matches every instance's GPU work)
     SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, count(*) AS instances,
@@ -42,14 +43,14 @@ inst AS (  -- the rows of phase_instances (its rule; that view also matches ever
     GROUP BY ALL
 ),
 ops AS (
-    SELECT source_id, phase, category, count(*) AS gpu_ops,
-           count(*) FILTER (WHERE kind = 'kernel') AS kernels, sum(dur_ns)::BIGINT AS gpu_ns,
-           coalesce(sum(dur_ns) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernel_ns
+    SELECT source_id, phase, category, sum(n)::BIGINT AS gpu_ops,
+           coalesce(sum(n) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernels, sum(ns)::BIGINT AS gpu_ns,
+           coalesce(sum(ns) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernel_ns
     FROM po GROUP BY ALL
 ),
 top AS (
     SELECT source_id, phase, category, list(short_name ORDER BY ns DESC, short_name)[1:3] AS top_kernels
-    FROM (SELECT source_id, phase, category, short_name, sum(dur_ns) AS ns
+    FROM (SELECT source_id, phase, category, short_name, sum(ns) AS ns
           FROM po WHERE kind = 'kernel' GROUP BY ALL)
     GROUP BY ALL
 ),
