@@ -167,14 +167,16 @@ class Store:
         gc_on = gc.isenabled()
         gc.disable()
         try:
-            parallel = PARALLEL_INSERT and detect.adapter_for(path, format).PARALLEL_INSERT
+            adapter = detect.adapter_for(path, format)
+            parallel = PARALLEL_INSERT and adapter.PARALLEL_INSERT
             if CONVERT_MEMORY_LIMIT:
                 con.execute(f"SET memory_limit = '{_convert_memory_limit(threads if parallel else 1)}'")
                 try:
-                    return self._convert(path, progress, format, rank, strict, parallel)
+                    return self._convert(adapter, path, progress, rank, strict, parallel)
                 except duckdb.OutOfMemoryException:
                     con.execute(f"SET memory_limit = '{prev}'")
-            return self._convert(path, progress, format, rank, strict, parallel)
+                    adapter = type(adapter)()  # a fresh reader for the second attempt
+            return self._convert(adapter, path, progress, rank, strict, parallel)
         finally:
             if gc_on:
                 gc.enable()
@@ -182,8 +184,7 @@ class Store:
             con.execute(f"SET preserve_insertion_order = {'true' if order else 'false'}")
             con.execute(f"SET threads = {threads}")
 
-    def _convert(self, path: Path, progress, format, rank, strict, parallel) -> SourceSummary:
-        adapter = detect.adapter_for(path, format)
+    def _convert(self, adapter, path: Path, progress, rank, strict, parallel) -> SourceSummary:
         source_id = self.next_source_id()
         con = self.con
         con.execute("BEGIN TRANSACTION")
