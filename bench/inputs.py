@@ -3,11 +3,18 @@
 * ``replicate_kineto(src, dst, copies)``: a Kineto trace whose events are ``copies`` back-to-back
   copies of the source's events, each shifted in time by the source's span (rounded up to whole
   µs, so the decimal text of every ``ts`` keeps its digits) and given fresh ids (``correlation``,
-  ``External id``, flow ``id`` + copy × 10^8).  Written as torch.profiler writes it (one event over
-  several lines, the same top-level keys), gzipped.
+  ``External id``, flow ``id`` + copy × (the source's largest id + 1), so that ids grow as they do
+  in a capture that is ``copies`` times longer: copy 9 of a trace whose ids reach 910,330 ends at
+  9.1 M, one more digit, where a step of 10^8 made them 9-10 digits and the replica costlier per
+  byte than a real capture).  Written as torch.profiler writes it (one event over several lines,
+  the same top-level keys), gzipped.
 * ``replicate_nsys(src, dst, kernels)``: an nsys SQLite export with at least ``kernels`` kernel
   rows: every activity table with a time range (kernels, memcpy, memset, sync, runtime, NVTX,
-  OS runtime) replicated the same way (times shifted by the span, correlationId + copy × 10^8).
+  OS runtime) replicated the same way (times shifted by the span, correlationId + copy × (the
+  largest correlationId + 1)).
+
+VERSION names the replication rule; bench/run.py puts it in the names of the inputs it caches, so
+a change of rule builds them again.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import msgspec
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _NUMBERS = re.compile(rb'"(ts|id|correlation|External id|external id)": (\d+)')
 _TS_US = re.compile(rb'"ts": (\d+)')
-ID_STEP = 10**8
+VERSION = 2
 
 
 def _read(path: Path) -> bytes:
@@ -55,13 +62,14 @@ def replicate_kineto(src: Path, dst: Path, copies: int) -> dict:
     ts = [int(x) for x in _TS_US.findall(body)]
     span_us = max(ts) - min(ts) + 1000  # whole µs, plus a 1 ms pause between copies
     n_events = len(msgspec.json.decode(b"[" + body + b"]", type=list[msgspec.Raw]))
+    id_step = max((int(m.group(2)) for m in _NUMBERS.finditer(body) if m.group(1) != b"ts"), default=0) + 1
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(dst.name + ".part")
     with gzip.open(tmp, "wb", compresslevel=1) as f:
         f.write(head + b"\n  ")
         for k in range(copies):
             if k:
-                shift, ids = k * span_us, k * ID_STEP
+                shift, ids = k * span_us, k * id_step
 
                 def sub(m, shift=shift, ids=ids):
                     add = shift if m.group(1) == b"ts" else ids
@@ -96,6 +104,8 @@ def replicate_nsys(src: Path, dst: Path, kernels: int) -> dict:
     hi = max(r[1] for r in ranges if r[1] is not None)
     span = hi - lo + 1_000_000
     copies = -(-kernels // n0)
+    id_step = max((con.execute(f'SELECT max("correlationId") FROM "{t}"').fetchone()[0] or 0
+                   for t, cols in timed if "correlationId" in {c for c, _ in cols}), default=0) + 1
     con.execute("CREATE TEMP TABLE copies (k INTEGER)")
     con.executemany("INSERT INTO copies VALUES (?)", [(k,) for k in range(1, copies)])
     for t, cols in timed:
@@ -105,7 +115,7 @@ def replicate_nsys(src: Path, dst: Path, kernels: int) -> dict:
             if c in ("start", "end"):
                 expr.append(f'"{c}" + k * {span}')
             elif c == "correlationId":
-                expr.append(f'"{c}" + k * {ID_STEP}')
+                expr.append(f'"{c}" + k * {id_step}')
             else:
                 expr.append(f'"{c}"')
         con.execute(f'CREATE TEMP TABLE src AS SELECT * FROM "{t}"')
@@ -117,3 +127,23 @@ def replicate_nsys(src: Path, dst: Path, kernels: int) -> dict:
     con.close()
     tmp.replace(dst)
     return {"kernels": n, "copies": copies}
+
+
+def main(argv: list[str]) -> None:
+    """``python bench/inputs.py kineto SRC DST COPIES`` or ``nsys SRC DST KERNELS``: bench/run.py
+    builds its inputs in this separate process, so that its own memory stays small (a child's peak
+    RSS as the kernel reports it includes the peak of the process that forked it)."""
+    import json
+    import sys
+
+    if len(argv) != 4 or argv[0] not in ("kineto", "nsys"):
+        raise SystemExit(main.__doc__)
+    fn = replicate_kineto if argv[0] == "kineto" else replicate_nsys
+    print(json.dumps(fn(Path(argv[1]), Path(argv[2]), int(argv[3]))))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

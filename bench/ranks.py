@@ -161,7 +161,10 @@ def run_case(rep, py: str, work: Path, repeat: int, world: int = 64, jobs=(1, 2)
     """The `ranks` case: convert the WORLD rank files with each --jobs (median of ``repeat``),
     check the stores are the same, export the partitioned Parquet dataset, and time the
     multi-rank views over the store and over the dataset.  Adds rows to ``rep`` (run.Report)."""
-    files = replicate_ranks(work / f"ranks{world}", world)
+    # built in a child process: this one's peak RSS would carry over to every job it starts
+    subprocess.run([py, __file__, "build", str(work / f"ranks{world}"), str(world)], check=True,
+                   stdout=subprocess.DEVNULL)
+    files = [work / f"ranks{world}" / f"rank{r}.json.gz" for r in range(world)]
     mb = sum(p.stat().st_size for p in files) / 1e6
     print(f"ranks: {world} files ({mb:.1f} MB gzipped) in {work / f'ranks{world}'}", flush=True)
     dbs = {}
