@@ -180,3 +180,33 @@ def test_readers_while_converting(store, tmp_path):
         assert min(seen) >= n0 and max(seen) <= n0 + 3
     # a fresh reader sees every new source
     assert counts(store)["sources"] == n0 + 3
+
+
+def test_convert_restores_process_settings_and_keeps_rows_across_arrow_pools(tmp_path, monkeypatch):
+    """convert() switches pyarrow's default memory pool (store.CONVERT_ARROW_POOL) and pauses the
+    cyclic GC only while it runs: both are as before afterwards, also after a failed input, and
+    the rows are the same whichever pool the readers allocated from."""
+    import gc
+
+    import pyarrow as pa
+
+    from tracekit import store as store_mod
+
+    kineto = FIXTURES / "kineto" / "decode_b1.json.gz"
+    before = pa.default_memory_pool().backend_name
+    got = {}
+    for pool in ("system", None):
+        monkeypatch.setattr(store_mod, "CONVERT_ARROW_POOL", pool)
+        with Store(tmp_path / f"{pool}.duckdb", replace=True) as st:
+            st.convert(kineto)
+            assert pa.default_memory_pool().backend_name == before
+            assert gc.isenabled()
+            bad = tmp_path / "truncated.json"
+            bad.write_text('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, ')
+            with pytest.raises(TraceError):
+                st.convert(bad)
+            assert pa.default_memory_pool().backend_name == before
+            got[pool] = st.rows("select count(*), sum(dur_ns), count(distinct name) from kernels")[0] + \
+                st.rows("select count(*), sum(depth), count(parent_id) from events")[0]
+    assert got["system"] == got[None]
+    assert got["system"][0] == 3159  # the fixture's kernels
