@@ -20,9 +20,11 @@ a change of rule builds them again.
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import msgspec
@@ -133,9 +135,6 @@ def main(argv: list[str]) -> None:
     """``python bench/inputs.py kineto SRC DST COPIES`` or ``nsys SRC DST KERNELS``: bench/run.py
     builds its inputs in this separate process, so that its own memory stays small (a child's peak
     RSS as the kernel reports it includes the peak of the process that forked it)."""
-    import json
-    import sys
-
     if len(argv) != 4 or argv[0] not in ("kineto", "nsys"):
         raise SystemExit(main.__doc__)
     fn = replicate_kineto if argv[0] == "kineto" else replicate_nsys
@@ -144,6 +143,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     main(sys.argv[1:])

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import os
+import resource
 import shutil
 import statistics
 import subprocess

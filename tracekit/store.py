@@ -518,12 +518,13 @@ def _read_ahead(items, depth: int = 4):
 
 
 def _arrow_pool(name: str, default: pa.MemoryPool) -> pa.MemoryPool:
-    """The named Arrow memory pool ("system", "jemalloc", "mimalloc"); the default where this
-    pyarrow build lacks it."""
+    """The named Arrow memory pool ("system", "jemalloc", "mimalloc"; another name is a KeyError);
+    the default where this pyarrow build lacks it."""
+    make = {"system": pa.system_memory_pool, "jemalloc": pa.jemalloc_memory_pool,
+            "mimalloc": pa.mimalloc_memory_pool}[name]
     try:
-        return {"system": pa.system_memory_pool, "jemalloc": pa.jemalloc_memory_pool,
-                "mimalloc": pa.mimalloc_memory_pool}[name]()
-    except (KeyError, NotImplementedError, pa.ArrowNotImplementedError):
+        return make()
+    except (NotImplementedError, pa.ArrowNotImplementedError):
         return default
 
 
