@@ -210,3 +210,33 @@ def test_convert_restores_process_settings_and_keeps_rows_across_arrow_pools(tmp
                 st.rows("select count(*), sum(depth), count(parent_id) from events")[0]
     assert got["system"] == got[None]
     assert got["system"][0] == 3159  # the fixture's kernels
+
+
+def test_row_group_size_of_written_stores_changes_layout_not_rows(tmp_path, monkeypatch):
+    """A store opened for writing is attached with store.ROW_GROUP_SIZE (so DuckDB writes full row
+    groups while converting instead of logging small tables to the WAL at COMMIT); its spill files
+    go beside the store, not into the working directory; the rows are the same as with DuckDB's
+    default layout, and the store opens read-only as usual."""
+    from tracekit import store as store_mod
+
+    kineto = FIXTURES / "kineto" / "decode_b1.json.gz"
+    monkeypatch.chdir(tmp_path)
+    got = {}
+    for size in (2048, None):
+        monkeypatch.setattr(store_mod, "ROW_GROUP_SIZE", size)
+        db = tmp_path / f"rg{size}.duckdb"
+        with writing(db) as st:
+            assert st.one("select current_setting('temp_directory')") == f"{st.path}.tmp"
+            st.convert(kineto)
+        with Store(db, read_only=True) as st:
+            groups, largest = st.rows("select count(distinct row_group_id), max(count) "
+                                      "from pragma_storage_info('events')")[0]
+            if size:
+                assert groups >= -(-st.one("select count(*) from events") // size) and largest <= size
+            else:
+                assert groups == 1
+            got[size] = [st.rows(f"select count(*), sum(hash(columns(*))) from {t}")[0]
+                         for t in ("events", "kernels", "api_calls", "flows", "memops")]
+    assert got[2048] == got[None]
+    assert got[None][0][0] == 11250  # the fixture's events
+    assert not (tmp_path / ".tmp").exists()
