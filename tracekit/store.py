@@ -109,17 +109,7 @@ class Store:
                 if os.path.exists(p):
                     os.remove(p)
         try:
-            if read_only or not ROW_GROUP_SIZE:
-                self.con = duckdb.connect(self.path, read_only=read_only)
-            else:  # a row group size is an option of ATTACH, not of connect
-                self.con = duckdb.connect(config={"temp_directory": self.path + ".tmp"})
-                try:
-                    self.con.execute(f"ATTACH '{_sql_str(self.path)}' AS {_WRITE_ALIAS} "
-                                     f"(ROW_GROUP_SIZE {int(ROW_GROUP_SIZE)})")
-                    self.con.execute(f"USE {_WRITE_ALIAS}")
-                except duckdb.Error:
-                    self.con.close()
-                    raise
+            self.con = _connect(self.path, read_only)
         except duckdb.Error as e:
             raise StoreError(f"{self.label}: cannot open the store ({str(e).splitlines()[0]})") from None
         has_tables = self.con.execute(
@@ -606,6 +596,21 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, items) -> None:
 
 
 _WRITE_ALIAS = "tracekit_store"  # the catalog name of a store opened for writing
+
+
+def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to the store file; for writing, the file attached with ROW_GROUP_SIZE (an
+    option of ATTACH, not of connect) and its spill files beside it, as DuckDB puts a file's."""
+    if read_only or not ROW_GROUP_SIZE:
+        return duckdb.connect(path, read_only=read_only)
+    con = duckdb.connect(config={"temp_directory": path + ".tmp"})
+    try:
+        con.execute(f"ATTACH '{_sql_str(path)}' AS {_WRITE_ALIAS} (ROW_GROUP_SIZE {int(ROW_GROUP_SIZE)})")
+        con.execute(f"USE {_WRITE_ALIAS}")
+    except duckdb.Error:
+        con.close()
+        raise
+    return con
 
 
 def _sql_str(s: str) -> str:
