@@ -7,9 +7,14 @@ Reading strategy (memory: the input blocks in flight plus one chunk, whatever th
   events array is cut into chunks of a few MB at event boundaries (``},`` + newline: a JSON
   string cannot hold a raw newline, and a cut inside an event leaves its brackets unbalanced, so
   the chunk fails to decode and is extended instead); the keys after the array are read at the end.
-* Each chunk is decoded in one call into a list of small typed structs, ``args`` kept as raw
-  JSON text; the ``args`` fields that map to columns are decoded in one call per table; rows are
-  routed and built as Arrow columns chunk by chunk (no Python call per event on the hot path).
+* Each chunk is read by the compiled scanner (``_kscan.c``, built at install where a C compiler
+  is found) straight into Arrow columns (``args`` kept as raw JSON text), and routed with Arrow
+  compute (`_scanned`).  The scanner accepts only the shapes that the rules below take
+  column-wise and declines any other chunk, which then goes the Python way: decoded in one
+  msgspec call into small typed structs, ``args`` kept as raw text, the ``args`` fields that
+  map to columns decoded in one call per table, rows routed and built as Arrow columns
+  (`_columnar`).  Both give the same rows (tests/test_kineto_scan.py); without the scanner
+  (``TRACEKIT_KINETO_SCAN=0``, or no compiler at install) large traces read ~1.6x slower.
 * A document that does not look like that (one line of JSON, say) is read whole and cut into
   chunks of its event slices.  A chunk whose events have unusual shapes (fields of other types,
   B/E pairs, invalid UTF-8) is converted event by event, with the same rules.
@@ -39,6 +44,16 @@ import pyarrow.compute as pc
 
 from ..names import short_kernel_name
 from .base import Adapter, Builders, TraceError
+
+try:  # the compiled column scanner (built at install where a C compiler is found); optional
+    from . import _kscan
+except ImportError:  # pragma: no cover - depends on the install
+    _kscan = None
+
+# Use the compiled scanner where it is built (TRACEKIT_KINETO_SCAN=0 turns it off: the results
+# are the same, only slower; the tests compare both)
+SCAN = _kscan is not None and os.environ.get("TRACEKIT_KINETO_SCAN", "1") != "0"
+_SCAN_I64, _SCAN_STR = _kscan.names() if _kscan is not None else ((), ())
 
 _EMPTY = msgspec.Raw(b"")
 
@@ -174,6 +189,7 @@ _I64 = 2**63 - 1
 _OK, _MISSING, _NONNUM = 0, 1, 2
 _MILLI = pa.scalar(1000, pa.decimal128(4, 0))
 _STREAM_NONE = pa.array([4294967295, -1], pa.int64())
+_INSTANT_PHASES = pa.array([ord(x) for x in "iIn"], pa.uint8())
 
 
 def _strings(raws: list, validate: bool = True) -> pa.Array:
@@ -386,6 +402,7 @@ class KinetoAdapter(Adapter):
         self._utf8_repairs = 0      # invalid UTF-8 repaired inside single events
         self._chunk_repairs = 0     # ... in whole chunks of the streamed document
         self._short: dict = {}      # kernel name -> short name
+        self.scan_counts = [0, 0]   # chunks read by the compiled scanner / not (the Python way)
         top = None
         src = _Blocks(path)
         try:
@@ -547,6 +564,12 @@ class KinetoAdapter(Adapter):
     def _chunk(self, b, text: bytes, raws: list | None) -> bool:
         """Convert a chunk of events (a JSON array text).  ``raws``: the event slices when known.
         False, having converted nothing, when the text is not a JSON array (a cut inside an event)."""
+        if SCAN:
+            cols = _kscan.scan(text)
+            if cols is not None and self._scanned(b, text, cols):
+                self.scan_counts[0] += 1
+                return True
+            self.scan_counts[1] += 1
         try:
             evs = _EVS.decode(text)
         except msgspec.DecodeError:  # events of unusual shapes (or not JSON: a bad cut)
@@ -587,6 +610,176 @@ class KinetoAdapter(Adapter):
                 continue
             self._event_id = self._route(b, ev, extra, raw, self._open_flows, self._begin_stack,
                                          self._counted_pids, self._event_id)
+
+    # -- a chunk, from the compiled scanner's columns ------------------------------------------
+    def _scanned(self, b, text, cols) -> bool:
+        """Convert a chunk that `_kscan.scan` read into columns, with the rules of `_columnar`
+        (in the same order, so the rows come out the same).  The scanner only accepts the
+        shapes those rules take column-wise: every non-'M' event has an exact ts in range, every
+        'X' event a dur in range, ids are ints, args fields have their usual types.  The few
+        events converted one by one (metadata, counters, memcpy/memset/sync) and the groups
+        with a pid or tid given as text are converted from their decoded text, as there.
+        False, having changed nothing, when one of those does not decode."""
+        n, ph, i64, valid, strs = cols
+        if not n:
+            return True
+        c = {}
+        for name, data, v in zip(_SCAN_I64, i64, valid):
+            c[name] = pa.Array.from_buffers(pa.int64(), n, [v and pa.py_buffer(v), pa.py_buffer(data)])
+        for name, (off, data, v) in zip(_SCAN_STR, strs):
+            c[name] = pa.Array.from_buffers(pa.string(), n, [v and pa.py_buffer(v), pa.py_buffer(off),
+                                                            pa.py_buffer(data)])
+        span0, span1 = c["span_start"], c["span_end"]
+
+        def decoded(idx):  # the events at idx as structs (one by one, like the Python path)
+            return [_EV.decode(text[s_:e_]) for s_, e_ in zip(span0.take(idx).to_pylist(),
+                                                            span1.take(idx).to_pylist())]
+
+        def at(pattern):
+            return [m.start() for m in re.finditer(pattern, ph)]
+
+        phs = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(ph)])
+        is_x = pc.equal(phs, ord("X"))
+        xs = pc.indices_nonzero(is_x)
+        groups = []  # (cat, table, kind, indices into the chunk), in order of first appearance
+        if len(xs):
+            enc = c["cat"].take(xs).dictionary_encode(null_encoding="encode")
+            for k, cat in enumerate(enc.dictionary.to_pylist()):
+                table, kind = _CAT.get((cat or "").lower(), ("events", None))
+                ci = xs.take(pc.indices_nonzero(pc.equal(enc.indices, k))) if len(enc.dictionary) > 1 else xs
+                groups.append((cat, table, kind, ci))
+        textual = c["text_pid_tid"]
+        has_text = pc.max(textual).as_py() == 1
+
+        def text_rows(idx) -> bool:  # a pid or tid given as text among these rows?
+            return has_text and pc.max(textual.take(idx)).as_py() == 1
+
+        flows = at(rb"[sft]")
+        instants = at(rb"[iIn]")
+        try:  # the events converted from their decoded text: decoded before anything is changed
+            meta = decoded(at(b"M")) if b"M" in ph else []
+            counters = at(b"C") if b"C" in ph else []
+            counter_evs = decoded(counters) if counters else []
+            # memops, syncs (few rows), and groups with a text pid/tid: as the Python path does
+            few = {k: decoded(ci) for k, (_, table, _, ci) in enumerate(groups)
+                   if table in ("memops", "syncs") or text_rows(ci)}
+            flow_evs = decoded(flows) if flows and text_rows(flows) else None
+            instant_evs = decoded(instants) if instants and text_rows(instants) else None
+        except msgspec.DecodeError:
+            return False
+        for ev in meta:
+            self._metadata(b, ev)
+        if len(meta) == n:
+            return True
+        ts = c["ts"]
+        if self._first_ts is None:
+            self._first_ts = ts[re.search(rb"[^M]", ph).start()].as_py()
+        for i, ev in zip(counters, counter_evs):
+            self._counter(b, ev, ts[i].as_py(), text[span0[i].as_py():span1[i].as_py()])
+        if flows:
+            fi = pa.array(flows, pa.int64())
+            if text_rows(fi):
+                pids, tids = (_ints([getattr(e, f) for e in flow_evs])[1] for f in ("pid", "tid"))
+            else:
+                pids, tids = c["pid"].take(fi).to_pylist(), c["tid"].take(fi).to_pylist()
+            self._flows(b, list(bytes(ph[i] for i in flows).decode()), c["cat"].take(fi).to_pylist(),
+                        c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
+        # event ids: one per `events` row, in input order
+        mark = pc.is_in(phs, value_set=_INSTANT_PHASES)
+        if any(table == "events" for _, table, _, _ in groups):
+            enc = c["cat"].dictionary_encode(null_encoding="encode")
+            codes = [k for k, cat in enumerate(enc.dictionary.to_pylist())
+                     if _CAT.get((cat or "").lower(), ("events", None))[0] == "events"]
+            mark = pc.or_(mark, pc.and_(is_x, pc.is_in(enc.indices, value_set=pa.array(codes, enc.indices.type))))
+        cum = pc.cumulative_sum(mark.cast(pa.int64()))
+        base = self._event_id - 1
+        self._event_id += cum[-1].as_py()
+        dur = c["dur"]
+        for k, (cat, table, kind, ci) in enumerate(groups):
+            t0 = ts.take(ci)
+            d = dur.take(ci)
+            end = pc.add(t0, d)
+            sub = few.get(k)
+            if table == "events":
+                category = kind or (cat or "").lower() or "unknown"
+                with_args = bool(cat) and category in ("cpu_op", "user_annotation", "gpu_user_annotation")
+                ids = pc.add(cum.take(ci), base)
+                if sub is not None:
+                    self._events(b, sub, ids.to_pylist(), t0, end, d, category, with_args, False)
+                else:
+                    self._scanned_events(b, c, ci, ids, t0, end, d, category, with_args, False)
+            elif table == "kernels":
+                if sub is not None:
+                    self._kernels(b, sub, t0, end, d)
+                else:
+                    self._scanned_kernels(b, c, ci, t0, end, d)
+            elif table == "api_calls":
+                if sub is not None:
+                    self._api_calls(b, sub, t0, end, d, kind)
+                else:
+                    self._scanned_api_calls(b, c, ci, t0, end, d, kind)
+            else:
+                self._few(b, table, kind, sub, t0, end, d)
+        if instants:
+            ii = pa.array(instants, pa.int64())
+            t0 = ts.take(ii)
+            ids = pc.add(cum.take(ii), base)
+            zero = pa.repeat(pa.scalar(0, pa.int64()), len(instants))
+            if instant_evs is not None:
+                self._events(b, instant_evs, ids.to_pylist(), t0, t0, zero, "instant", False, True)
+            else:
+                self._scanned_events(b, c, ii, ids, t0, t0, zero, "instant", False, True)
+        return True
+
+    def _scanned_events(self, b, c, ci, ids, t0, end, dur, category, with_args, instant) -> None:
+        m = len(ci)
+        pid, tid = c["pid"].take(ci), c["tid"].take(ci)
+        device = stream = None
+        if category == "gpu_user_annotation":
+            device, stream, pid, tid = pid, tid, None, None
+        b["events"].add_columns(m, {
+            "event_id": ids, "pid": pid, "tid": tid, "device_id": device, "stream_id": stream,
+            "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": c["name"].take(ci),
+            "category": pa.repeat(pa.scalar(category), m),
+            "external_id": c["external_id"].take(ci) if with_args else None,
+            "correlation_id": c["correlation"].take(ci) if with_args else None,
+            "is_instant": pa.repeat(pa.scalar(instant), m), "args": c["args"].take(ci)})
+
+    def _scanned_kernels(self, b, c, ci, t0, end, dur) -> None:
+        names = c["name"].take(ci)
+        enc = names.dictionary_encode()
+        short = self._short_names(enc.dictionary.to_pylist())
+        b["kernels"].add_columns(len(ci), {
+            "device_id": pc.coalesce(c["device"].take(ci), c["pid"].take(ci)),
+            "context_id": c["context"].take(ci),
+            "stream_id": _streams(pc.coalesce(c["stream"].take(ci), c["tid"].take(ci))),
+            "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names,
+            "short_name": pa.array(short, pa.string()).take(enc.indices),
+            "correlation_id": c["correlation"].take(ci), "external_id": c["external_id"].take(ci),
+            **{k: c[k].take(ci) for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
+            "registers_per_thread": c["registers"].take(ci), "shared_bytes": c["shared"].take(ci),
+            "args": c["args"].take(ci)})
+
+    def _scanned_api_calls(self, b, c, ci, t0, end, dur, kind) -> None:
+        m = len(ci)
+        names = c["name"].take(ci)
+        api = pa.repeat(pa.scalar(kind), m)
+        if kind == "cuda_runtime":
+            hip = pc.fill_null(pc.starts_with(names, "hip"), False)
+            api = pc.if_else(hip, pa.scalar("hip_runtime"), api)
+        b["api_calls"].add_columns(m, {
+            "pid": c["pid"].take(ci), "tid": c["tid"].take(ci),
+            "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names, "raw_name": names,
+            "api": api, "correlation_id": c["correlation"].take(ci),
+            "external_id": pc.coalesce(c["external_id"].take(ci), c["external_id_lc"].take(ci)),
+            "args": c["args"].take(ci)})
+
+    def _short_names(self, names: list) -> list:
+        """`short_kernel_name` of each name, each distinct name worked out once per trace."""
+        short = self._short
+        for nm in set(names) - short.keys():
+            short[nm] = short_kernel_name(nm)
+        return [short[nm] for nm in names]
 
     # -- a chunk, column-wise ----------------------------------------------------------------
     def _skip(self, reason: str, ch: _Chunk, i: int) -> None:
@@ -638,7 +831,10 @@ class KinetoAdapter(Adapter):
             for i in idx:
                 self._skip(f"unsupported phase '{ph}'", ch, i)
         if flows:
-            self._flows(b, evs, flows, ts)
+            sub = [evs[i] for i in flows]
+            self._flows(b, [e.ph for e in sub], [e.cat for e in sub], [e.id for e in sub],
+                        _ints([e.pid for e in sub])[1], _ints([e.tid for e in sub])[1],
+                        ts.take(flows).to_pylist())
         # complete events: dur, then one group per category
         groups: dict = defaultdict(list)
         dur = None
@@ -698,20 +894,24 @@ class KinetoAdapter(Adapter):
             elif table == "api_calls":
                 self._api_calls(b, sub, t0, end, d, kind)
             else:  # memops, syncs: few rows
-                args = self._args_many(sub)
-                pids = _ints([e.pid for e in sub])[1]
-                tids = _ints([e.tid for e in sub])[1]
-                for ev, a, s_, e_, d_, pid, tid in zip(sub, args, t0.to_pylist(), end.to_pylist(),
-                                                      d.to_pylist(), pids, tids):
-                    if table == "memops":
-                        self._memop(b, ev, a, kind, s_, e_, d_, pid, tid)
-                    else:
-                        self._sync(b, ev, a, s_, e_, d_, pid, tid, None)
+                self._few(b, table, kind, sub, t0, end, d)
         if instants:
             t0 = ts.take(instants)
             self._events(b, [evs[i] for i in instants], [base + cum[i] for i in instants], t0, t0,
                          pa.repeat(pa.scalar(0, pa.int64()), len(instants)), "instant", False, True)
         return True
+
+    def _few(self, b, table, kind, sub, t0, end, d) -> None:
+        """memops and syncs rows (few per trace), row by row."""
+        args = self._args_many(sub)
+        pids = _ints([e.pid for e in sub])[1]
+        tids = _ints([e.tid for e in sub])[1]
+        for ev, a, s_, e_, d_, pid, tid in zip(sub, args, t0.to_pylist(), end.to_pylist(),
+                                              d.to_pylist(), pids, tids):
+            if table == "memops":
+                self._memop(b, ev, a, kind, s_, e_, d_, pid, tid)
+            else:
+                self._sync(b, ev, a, s_, e_, d_, pid, tid, None)
 
     def _args_many(self, sub: list) -> list:
         """The mapped args fields of many events: one decode call (per event if one is unusual)."""
@@ -756,16 +956,13 @@ class KinetoAdapter(Adapter):
         grid = [a.grid if a.grid and len(a.grid) == 3 else none3 for a in args]
         block = [a.block if a.block and len(a.block) == 3 else none3 for a in args]
         names = [e.name for e in sub]
-        short = self._short
-        for nm in set(names) - short.keys():
-            short[nm] = short_kernel_name(nm)
         b["kernels"].add_columns(m, {
             "device_id": _ints([a.device if a.device is not None else p for a, p in zip(args, pidl)])[0],
             "context_id": _ints([a.context for a in args])[0],
             "stream_id": _streams(_ints([a.stream if a.stream is not None else t
                                          for a, t in zip(args, tidl)])[0]),
             "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names,
-            "short_name": [short[nm] for nm in names],
+            "short_name": self._short_names(names),
             "correlation_id": _ints([a.correlation for a in args])[0],
             "external_id": _ints([a.external_id for a in args])[0],
             "grid_x": [g[0] for g in grid], "grid_y": [g[1] for g in grid], "grid_z": [g[2] for g in grid],
@@ -790,22 +987,20 @@ class KinetoAdapter(Adapter):
                                   for a in args])[0],
             "args": _args_texts(sub)})
 
-    def _flows(self, b, evs, idx, ts) -> None:
-        """Flow endpoints in input order (`_flow`'s rules), built column-wise."""
+    def _flows(self, b, phs, cats, ids, pids, tids, tss) -> None:
+        """Flow endpoints in input order (`_flow`'s rules), given column-wise: phase, cat, id
+        (as in the event), pid and tid (as `_int` makes them), ts (ns)."""
         open_flows = self._open_flows
         pop = open_flows.pop
-        sub = [evs[i] for i in idx]
         lower: dict = {}
-        for c in {e.cat for e in sub}:
+        for c in set(cats):
             lower[c] = (c or "").lower() or "flow"
-        ids = [e.id for e in sub]
-        keys = list(zip([lower[e.cat] for e in sub], ids))
-        ends = list(zip(_ints([e.pid for e in sub])[1], _ints([e.tid for e in sub])[1],
-                        ts.take(idx).to_pylist()))
+        keys = list(zip([lower[c] for c in cats], ids))
+        ends = list(zip(pids, tids, tss))
         restarted = []  # (key, start) of a start that never ended: a second 's' came
         linked = []     # (key, id, start or None, end)
         early = self._early_ends
-        for ph, key, fid, end in zip([e.ph for e in sub], keys, ids, ends):
+        for ph, key, fid, end in zip(phs, keys, ids, ends):
             if ph == "s":
                 start = pop(key, None)
                 if start is not None:

@@ -1,0 +1,678 @@
+/* _kscan: the Kineto reader's compiled column scanner (optional; kineto.py works without it).
+ *
+ * scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into columns
+ * (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain shape
+ * that the Python rules convert column-wise.  It is strict on purpose: anything unusual (a
+ * key outside the Chrome-trace event fields, a pid given as text, a ts with sub-ns digits or an
+ * exponent, a phase it does not route, a B/E pair, a missing or negative dur on an 'X' event,
+ * invalid UTF-8, an id beyond int64, any JSON error) makes it return None, having changed
+ * nothing, and the chunk goes the Python way.  So it never has rules of its own: for every chunk
+ * it accepts, its columns equal what the Python reader derives (tests/test_kineto_scan.py
+ * converts every real trace both ways and compares the tables).
+ *
+ * Returned tuple: (n, ph, i64_columns, i64_validity, str_columns, has_events)
+ *   ph            bytes[n], the phase letter of each event
+ *   i64_columns   tuple of bytes (int64[n] each), in the order of I64_NAMES below
+ *   i64_validity  tuple of bytes (Arrow validity bitmaps) or None where all are valid
+ *   str_columns   tuple of (offsets int32[n+1], data, validity bitmap) for name, cat, args
+ *                 (args: the raw text of the args object; NULL when absent, null or "{}")
+ * ts/dur are exact int64 ns (µs text with up to 3 decimals); ts is NULL on 'M' events; dur is
+ * set on 'X' events only.  span_start/span_end: the event's byte range in the chunk.
+ * A pid or tid given as text is NULL, with text_pid_tid = 1 (those rows are converted from
+ * their decoded text, as the Python path does).
+ * The GIL is released while scanning.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    C_TS, C_DUR, C_PID, C_TID, C_ID, C_DEVICE, C_CONTEXT, C_STREAM, C_CORR, C_EXT, C_EXTLC,
+    C_REGS, C_SHARED, C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ, C_SPAN0, C_SPAN1, C_TEXT, N_I64
+};
+static const char *I64_NAMES[N_I64] = {
+    "ts", "dur", "pid", "tid", "id", "device", "context", "stream", "correlation",
+    "external_id", "external_id_lc", "registers", "shared", "grid_x", "grid_y", "grid_z",
+    "block_x", "block_y", "block_z", "span_start", "span_end", "text_pid_tid"};
+enum { S_NAME, S_CAT, S_ARGS, N_STR };
+static const char *STR_NAMES[N_STR] = {"name", "cat", "args"};
+
+#define TS_LIMIT ((int64_t)1 << 62)
+#define MAX_DEPTH 256
+
+typedef struct { unsigned char *p; size_t len, cap; } Buf;
+
+typedef struct {
+    size_t n, cap;
+    int64_t *i64[N_I64];
+    unsigned char *valid[N_I64];  /* one byte per row, packed at the end */
+    unsigned char *ph;
+    int32_t *off[N_STR];
+    unsigned char *svalid[N_STR];
+    Buf data[N_STR];
+    int nomem;
+} Cols;
+
+typedef struct { const unsigned char *p, *end, *base; } Cur;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (!q) return 0;
+    b->p = q; b->cap = cap;
+    return 1;
+}
+
+static int cols_grow(Cols *c) {
+    size_t cap = c->cap ? c->cap * 2 : 4096;
+    for (int k = 0; k < N_I64; k++) {
+        void *q = realloc(c->i64[k], cap * sizeof(int64_t));
+        if (!q) return 0;
+        c->i64[k] = q;
+        q = realloc(c->valid[k], cap);
+        if (!q) return 0;
+        c->valid[k] = q;
+    }
+    void *q = realloc(c->ph, cap);
+    if (!q) return 0;
+    c->ph = q;
+    for (int k = 0; k < N_STR; k++) {
+        q = realloc(c->off[k], (cap + 1) * sizeof(int32_t));
+        if (!q) return 0;
+        c->off[k] = q;
+        q = realloc(c->svalid[k], cap);
+        if (!q) return 0;
+        c->svalid[k] = q;
+    }
+    c->cap = cap;
+    return 1;
+}
+
+static void cols_free(Cols *c) {
+    for (int k = 0; k < N_I64; k++) { free(c->i64[k]); free(c->valid[k]); }
+    free(c->ph);
+    for (int k = 0; k < N_STR; k++) { free(c->off[k]); free(c->svalid[k]); free(c->data[k].p); }
+}
+
+static inline void ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+}
+
+static inline int lit(Cur *c, const char *s, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, s, n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+
+/* One UTF-8 sequence starting at p (p[0] >= 0x80), strict (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF).  Returns its length, 0 if invalid. */
+static int utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char a = p[0];
+    if (a >= 0xC2 && a <= 0xDF) {
+        return (end - p >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (a >= 0xE0 && a <= 0xEF) {
+        if (end - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (a == 0xE0 && p[1] < 0xA0) return 0;
+        if (a == 0xED && p[1] >= 0xA0) return 0;
+        return 3;
+    }
+    if (a >= 0xF0 && a <= 0xF4) {
+        if (end - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
+            return 0;
+        if (a == 0xF0 && p[1] < 0x90) return 0;
+        if (a == 0xF4 && p[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static int hex4(const unsigned char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char ch = p[i];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9') v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static void put_utf8(Buf *b, unsigned cp) {
+    unsigned char *o = b->p + b->len;
+    if (cp < 0x80) { o[0] = (unsigned char)cp; b->len += 1; }
+    else if (cp < 0x800) { o[0] = 0xC0 | (cp >> 6); o[1] = 0x80 | (cp & 0x3F); b->len += 2; }
+    else if (cp < 0x10000) {
+        o[0] = 0xE0 | (cp >> 12); o[1] = 0x80 | ((cp >> 6) & 0x3F); o[2] = 0x80 | (cp & 0x3F);
+        b->len += 3;
+    } else {
+        o[0] = 0xF0 | (cp >> 18); o[1] = 0x80 | ((cp >> 12) & 0x3F);
+        o[2] = 0x80 | ((cp >> 6) & 0x3F); o[3] = 0x80 | (cp & 0x3F);
+        b->len += 4;
+    }
+}
+
+/* A JSON string at c->p (the opening quote).  Its decoded text goes to out when out is given.
+ * *escaped tells whether it had a backslash.  Returns 0 on invalid JSON / UTF-8 / no memory. */
+static int string(Cur *c, Buf *out, int *escaped) {
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const unsigned char *p = ++c->p, *end = c->end;
+    if (escaped) *escaped = 0;
+    for (;;) {
+        const unsigned char *run = p;
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+        if (out && p > run) {
+            if (!buf_reserve(out, (size_t)(p - run))) return 0;
+            memcpy(out->p + out->len, run, (size_t)(p - run));
+            out->len += (size_t)(p - run);
+        }
+        if (p >= end) return 0;
+        unsigned char ch = *p;
+        if (ch == '"') { c->p = p + 1; return 1; }
+        if (ch < 0x20) return 0;
+        if (ch >= 0x80) {
+            int k = utf8_seq(p, end);
+            if (!k) return 0;
+            if (out) {
+                if (!buf_reserve(out, (size_t)k)) return 0;
+                memcpy(out->p + out->len, p, (size_t)k);
+                out->len += (size_t)k;
+            }
+            p += k;
+            continue;
+        }
+        /* backslash */
+        if (escaped) *escaped = 1;
+        if (end - p < 2) return 0;
+        unsigned char e = p[1];
+        unsigned cp;
+        p += 2;
+        switch (e) {
+            case '"': cp = '"'; break;
+            case '\\': cp = '\\'; break;
+            case '/': cp = '/'; break;
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case 'n': cp = '\n'; break;
+            case 'r': cp = '\r'; break;
+            case 't': cp = '\t'; break;
+            case 'u':
+                if (end - p < 4 || !hex4(p, &cp)) return 0;
+                p += 4;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;  /* lone low surrogate */
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    unsigned lo;
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo)
+                        || lo < 0xDC00 || lo > 0xDFFF) return 0;
+                    p += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                break;
+            default: return 0;
+        }
+        if (out) {
+            if (!buf_reserve(out, 4)) return 0;
+            put_utf8(out, cp);
+        }
+    }
+}
+
+/* A JSON number: sets its span and whether it has a fraction / an exponent. */
+static int number(Cur *c, const unsigned char **s, const unsigned char **e, int *frac, int *exp_) {
+    const unsigned char *p = c->p, *end = c->end;
+    *s = p; *frac = 0; *exp_ = 0;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return 0;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    else return 0;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        *frac = 1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        *exp_ = 1;
+    }
+    *e = p;
+    c->p = p;
+    return 1;
+}
+
+/* Any JSON value (validated, skipped). */
+static int skip_value(Cur *c, int depth) {
+    if (depth > MAX_DEPTH || c->p >= c->end) return 0;
+    unsigned char ch = *c->p;
+    if (ch == '"') return string(c, NULL, NULL);
+    if (ch == '{' || ch == '[') {
+        unsigned char close = ch == '{' ? '}' : ']';
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == close) { c->p++; return 1; }
+        for (;;) {
+            if (ch == '{') {
+                if (!string(c, NULL, NULL)) return 0;
+                ws(c);
+                if (c->p >= c->end || *c->p != ':') return 0;
+                c->p++;
+                ws(c);
+            }
+            if (!skip_value(c, depth + 1)) return 0;
+            ws(c);
+            if (c->p >= c->end) return 0;
+            if (*c->p == ',') { c->p++; ws(c); continue; }
+            if (*c->p == close) { c->p++; return 1; }
+            return 0;
+        }
+    }
+    if (ch == 't') return lit(c, "true", 4);
+    if (ch == 'f') return lit(c, "false", 5);
+    if (ch == 'n') return lit(c, "null", 4);
+    const unsigned char *s, *e;
+    int fr, ex;
+    return number(c, &s, &e, &fr, &ex);
+}
+
+/* An integer literal that fits int64 (no fraction, no exponent). */
+static int int64_text(const unsigned char *s, const unsigned char *e, int64_t *out) {
+    int neg = 0;
+    if (s < e && *s == '-') { neg = 1; s++; }
+    uint64_t v = 0;
+    if (s >= e) return 0;
+    for (; s < e; s++) {
+        if (*s < '0' || *s > '9') return 0;
+        if (v > (UINT64_MAX - 9) / 10) return 0;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return 0;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX) return 0;
+        *out = (int64_t)v;
+    }
+    return 1;
+}
+
+/* An int or null: 1 with *valid set, 0 for anything else (a string, a float, a bool...). */
+static int int_or_null(Cur *c, int64_t *out, unsigned char *valid) {
+    if (c->p < c->end && *c->p == 'n') { *valid = 0; *out = 0; return lit(c, "null", 4); }
+    const unsigned char *s, *e;
+    int fr, ex;
+    if (!number(c, &s, &e, &fr, &ex) || fr || ex) return 0;
+    if (!int64_text(s, e, out)) return 0;
+    *valid = 1;
+    return 1;
+}
+
+/* µs as JSON number text → exact ns, |ns| < 2^62; at most 3 decimals, no exponent. */
+static int us_to_ns(const unsigned char *s, const unsigned char *e, int64_t *out) {
+    int neg = 0;
+    if (s < e && *s == '-') { neg = 1; s++; }
+    uint64_t v = 0;
+    int digits = 0;
+    while (s < e && *s >= '0' && *s <= '9') {
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v >= ((uint64_t)1 << 62)) return 0;
+        s++; digits++;
+    }
+    if (!digits) return 0;
+    uint64_t f = 0;
+    int fd = 0;
+    if (s < e && *s == '.') {
+        s++;
+        while (s < e && *s >= '0' && *s <= '9') {
+            if (++fd > 3) return 0;
+            f = f * 10 + (uint64_t)(*s - '0');
+            s++;
+        }
+    }
+    if (s != e) return 0;
+    while (fd < 3) { f *= 10; fd++; }
+    if (v > (((uint64_t)1 << 62) - f) / 1000) return 0;
+    v = v * 1000 + f;
+    if (v >= ((uint64_t)1 << 62)) return 0;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 1;
+}
+
+/* key k (n bytes) is the string literal s */
+#define key_is(k, n, s) ((n) == sizeof(s) - 1 && memcmp((k), (s), sizeof(s) - 1) == 0)
+
+/* A key without escapes: its raw span (the caller compares bytes). */
+static int raw_key(Cur *c, const unsigned char **k, size_t *n) {
+    const unsigned char *start = c->p + 1;
+    int esc;
+    if (!string(c, NULL, &esc) || esc) return 0;
+    *k = start;
+    *n = (size_t)(c->p - 1 - start);
+    ws(c);
+    if (c->p >= c->end || *c->p != ':') return 0;
+    c->p++;
+    ws(c);
+    return 1;
+}
+
+/* grid / block: null, or a list of ints; three values only when the list has three. */
+static int int_list3(Cur *c, int64_t *v, unsigned char *valid) {
+    valid[0] = valid[1] = valid[2] = 0;
+    v[0] = v[1] = v[2] = 0;
+    if (*c->p == 'n') return lit(c, "null", 4);
+    if (*c->p != '[') return 0;
+    c->p++;
+    ws(c);
+    int64_t tmp[3];
+    int k = 0;
+    if (c->p < c->end && *c->p == ']') { c->p++; return 1; }
+    for (;;) {
+        const unsigned char *s, *e;
+        int fr, ex;
+        int64_t x;
+        if (!number(c, &s, &e, &fr, &ex) || fr || ex || !int64_text(s, e, &x)) return 0;
+        if (k < 3) tmp[k] = x;
+        k++;
+        ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') { c->p++; ws(c); continue; }
+        if (*c->p == ']') { c->p++; break; }
+        return 0;
+    }
+    if (k == 3) {
+        for (int i = 0; i < 3; i++) { v[i] = tmp[i]; valid[i] = 1; }
+    }
+    return 1;
+}
+
+/* The args object: the mapped fields, with the types the Python reader accepts column-wise. */
+static int args_object(Cur *c, Cols *o, size_t row) {
+    if (*c->p != '{') return 0;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') { c->p++; return 1; }
+    unsigned seen = 0;
+    for (;;) {
+        const unsigned char *k;
+        size_t n;
+        if (c->p >= c->end || !raw_key(c, &k, &n)) return 0;
+        int col = -1, bit = 0;
+        if (key_is(k, n, "device")) { col = C_DEVICE; bit = 1; }
+        else if (key_is(k, n, "context")) { col = C_CONTEXT; bit = 2; }
+        else if (key_is(k, n, "stream")) { col = C_STREAM; bit = 3; }
+        else if (key_is(k, n, "correlation")) { col = C_CORR; bit = 4; }
+        else if (key_is(k, n, "External id")) { col = C_EXT; bit = 5; }
+        else if (key_is(k, n, "external id")) { col = C_EXTLC; bit = 6; }
+        else if (key_is(k, n, "registers per thread")) { col = C_REGS; bit = 7; }
+        else if (key_is(k, n, "shared memory")) { col = C_SHARED; bit = 8; }
+        if (col >= 0) {
+            if (seen & (1u << bit)) return 0;
+            seen |= 1u << bit;
+            if (!int_or_null(c, &o->i64[col][row], &o->valid[col][row])) return 0;
+        } else if (key_is(k, n, "grid") || key_is(k, n, "block")) {
+            int g = k[0] == 'g';
+            bit = g ? 9 : 10;
+            if (seen & (1u << bit)) return 0;
+            seen |= 1u << bit;
+            int first = g ? C_GX : C_BX;
+            int64_t v[3];
+            unsigned char va[3];
+            if (c->p >= c->end || !int_list3(c, v, va)) return 0;
+            for (int i = 0; i < 3; i++) { o->i64[first + i][row] = v[i]; o->valid[first + i][row] = va[i]; }
+        } else if (key_is(k, n, "wait_on_cuda_event_id")) {
+            if (seen & (1u << 11)) return 0;
+            seen |= 1u << 11;
+            int64_t x;
+            unsigned char va;
+            if (!int_or_null(c, &x, &va)) return 0;
+        } else if (key_is(k, n, "bytes")) {  /* int, text or null */
+            if (seen & (1u << 12)) return 0;
+            seen |= 1u << 12;
+            if (c->p < c->end && *c->p == '"') { if (!string(c, NULL, NULL)) return 0; }
+            else {
+                int64_t x;
+                unsigned char va;
+                if (!int_or_null(c, &x, &va)) return 0;
+            }
+        } else if (key_is(k, n, "kind") || key_is(k, n, "cuda_sync_kind")) {  /* text or null */
+            bit = k[0] == 'k' ? 13 : 14;
+            if (seen & (1u << bit)) return 0;
+            seen |= 1u << bit;
+            if (c->p < c->end && *c->p == 'n') { if (!lit(c, "null", 4)) return 0; }
+            else if (!string(c, NULL, NULL)) return 0;
+        } else if (!skip_value(c, 2)) {
+            return 0;
+        }
+        ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') { c->p++; ws(c); continue; }
+        if (*c->p == '}') { c->p++; return 1; }
+        return 0;
+    }
+}
+
+/* A string column value: a string (decoded) or null. */
+static int str_value(Cur *c, Cols *o, int col, size_t row) {
+    if (c->p < c->end && *c->p == 'n') {
+        o->svalid[col][row] = 0;
+        return lit(c, "null", 4);
+    }
+    o->svalid[col][row] = 1;
+    return string(c, &o->data[col], NULL);
+}
+
+static const char PHASES[] = "XisftMCIn";
+
+static int event(Cur *c, Cols *o) {
+    if (o->n == o->cap && !cols_grow(o)) { o->nomem = 1; return 0; }
+    size_t row = o->n;
+    for (int k = 0; k < N_I64; k++) { o->i64[k][row] = 0; o->valid[k][row] = 0; }
+    for (int k = 0; k < N_STR; k++) o->svalid[k][row] = 0;
+    const unsigned char *ev_start = c->p;
+    if (*c->p != '{') return 0;
+    c->p++;
+    ws(c);
+    unsigned seen = 0;
+    unsigned char ph = 0;
+    const unsigned char *ts_s = NULL, *ts_e = NULL, *dur_s = NULL, *dur_e = NULL;
+    if (c->p < c->end && *c->p == '}') return 0;  /* no ph */
+    for (;;) {
+        const unsigned char *k;
+        size_t n;
+        int bit;
+        if (c->p >= c->end || !raw_key(c, &k, &n)) return 0;
+        if (c->p >= c->end) return 0;
+        if (key_is(k, n, "ph")) {
+            bit = 0;
+            int esc;
+            const unsigned char *s = c->p + 1;
+            if (!string(c, NULL, &esc) || esc || c->p - s != 2 || !strchr(PHASES, s[0]) || !s[0]) return 0;
+            ph = s[0];
+        } else if (key_is(k, n, "name")) {
+            bit = 1;
+            if (!str_value(c, o, S_NAME, row)) return 0;
+        } else if (key_is(k, n, "cat")) {
+            bit = 2;
+            if (!str_value(c, o, S_CAT, row)) return 0;
+        } else if (key_is(k, n, "pid") || key_is(k, n, "tid")) {
+            int col = k[0] == 'p' ? C_PID : C_TID;
+            bit = col == C_PID ? 3 : 4;
+            if (*c->p == '"') {  /* a text pid / tid ("Spans"): its row is converted as text */
+                if (!string(c, NULL, NULL)) return 0;
+                o->i64[C_TEXT][row] = 1;
+            } else if (!int_or_null(c, &o->i64[col][row], &o->valid[col][row])) return 0;
+        } else if (key_is(k, n, "id")) {
+            bit = 5;
+            if (!int_or_null(c, &o->i64[C_ID][row], &o->valid[C_ID][row])) return 0;
+        } else if (key_is(k, n, "ts")) {
+            bit = 6;
+            ts_s = c->p;
+            if (!skip_value(c, 1)) return 0;
+            ts_e = c->p;
+        } else if (key_is(k, n, "dur")) {
+            bit = 7;
+            dur_s = c->p;
+            if (!skip_value(c, 1)) return 0;
+            dur_e = c->p;
+        } else if (key_is(k, n, "args")) {
+            bit = 8;
+            const unsigned char *a = c->p;
+            if (*a == 'n') {
+                if (!lit(c, "null", 4)) return 0;
+            } else {
+                if (!args_object(c, o, row)) return 0;
+                size_t len = (size_t)(c->p - a);
+                if (!(len == 2 && a[1] == '}')) {
+                    Buf *d = &o->data[S_ARGS];
+                    if (!buf_reserve(d, len)) { o->nomem = 1; return 0; }
+                    memcpy(d->p + d->len, a, len);
+                    d->len += len;
+                    o->svalid[S_ARGS][row] = 1;
+                }
+            }
+        } else if (key_is(k, n, "s")) {
+            bit = 9;
+            if (*c->p == 'n') { if (!lit(c, "null", 4)) return 0; }
+            else if (!string(c, NULL, NULL)) return 0;
+        } else if (key_is(k, n, "bp")) {
+            bit = 10;
+            if (*c->p == 'n') { if (!lit(c, "null", 4)) return 0; }
+            else if (!string(c, NULL, NULL)) return 0;
+        } else {
+            return 0;  /* a field outside the Chrome-trace set */
+        }
+        if (seen & (1u << bit)) return 0;  /* a repeated key */
+        seen |= 1u << bit;
+        ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') { c->p++; ws(c); continue; }
+        if (*c->p == '}') { c->p++; break; }
+        return 0;
+    }
+    if (!ph) return 0;
+    if (ph != 'M') {
+        if (!ts_s || !us_to_ns(ts_s, ts_e, &o->i64[C_TS][row])) return 0;
+        o->valid[C_TS][row] = 1;
+    }
+    if (ph == 'X') {
+        if (!dur_s || !us_to_ns(dur_s, dur_e, &o->i64[C_DUR][row])) return 0;
+        if (o->i64[C_DUR][row] < 0) return 0;
+        o->valid[C_DUR][row] = 1;
+    }
+    o->ph[row] = ph;
+    o->i64[C_SPAN0][row] = ev_start - c->base;
+    o->i64[C_SPAN1][row] = c->p - c->base;
+    o->valid[C_SPAN0][row] = o->valid[C_SPAN1][row] = o->valid[C_TEXT][row] = 1;
+    for (int k = 0; k < N_STR; k++) {
+        if ((size_t)o->data[k].len > (size_t)INT32_MAX) return 0;
+        o->off[k][row + 1] = (int32_t)o->data[k].len;
+    }
+    o->n++;
+    return 1;
+}
+
+static int scan_all(Cur *c, Cols *o) {
+    for (int k = 0; k < N_STR; k++) o->off[k][0] = 0;
+    ws(c);
+    if (c->p >= c->end || *c->p != '[') return 0;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == ']') { c->p++; }
+    else {
+        for (;;) {
+            if (c->p >= c->end || !event(c, o)) return 0;
+            ws(c);
+            if (c->p >= c->end) return 0;
+            if (*c->p == ',') { c->p++; ws(c); continue; }
+            if (*c->p == ']') { c->p++; break; }
+            return 0;
+        }
+    }
+    ws(c);
+    return c->p == c->end;
+}
+
+static PyObject *bitmap(const unsigned char *v, size_t n) {
+    size_t all = 1;
+    for (size_t i = 0; i < n; i++) if (!v[i]) { all = 0; break; }
+    if (all) Py_RETURN_NONE;
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 7) / 8));
+    if (!b) return NULL;
+    unsigned char *q = (unsigned char *)PyBytes_AS_STRING(b);
+    memset(q, 0, (n + 7) / 8);
+    for (size_t i = 0; i < n; i++) if (v[i]) q[i >> 3] |= (unsigned char)(1u << (i & 7));
+    return b;
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len > INT32_MAX) { PyBuffer_Release(&view); Py_RETURN_NONE; }
+    Cols o;
+    memset(&o, 0, sizeof o);
+    Cur c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len,
+             (const unsigned char *)view.buf};
+    int ok;
+    if (!cols_grow(&o)) { cols_free(&o); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    Py_BEGIN_ALLOW_THREADS
+    ok = scan_all(&c, &o);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (o.nomem) { cols_free(&o); return PyErr_NoMemory(); }
+    if (!ok) { cols_free(&o); Py_RETURN_NONE; }
+    size_t n = o.n;
+    PyObject *res = NULL, *i64 = PyTuple_New(N_I64), *val = PyTuple_New(N_I64), *strs = PyTuple_New(N_STR);
+    PyObject *ph = PyBytes_FromStringAndSize((const char *)o.ph, (Py_ssize_t)n);
+    if (!i64 || !val || !strs || !ph) goto done;
+    for (int k = 0; k < N_I64; k++) {
+        PyObject *d = PyBytes_FromStringAndSize((const char *)o.i64[k], (Py_ssize_t)(n * 8));
+        if (!d) goto done;
+        PyTuple_SET_ITEM(i64, k, d);
+        PyObject *v = bitmap(o.valid[k], n);
+        if (!v) goto done;
+        PyTuple_SET_ITEM(val, k, v);
+    }
+    for (int k = 0; k < N_STR; k++) {
+        PyObject *off = PyBytes_FromStringAndSize((const char *)o.off[k], (Py_ssize_t)((n + 1) * 4));
+        PyObject *dat = PyBytes_FromStringAndSize(o.data[k].p ? (const char *)o.data[k].p : "",
+                                                  (Py_ssize_t)o.data[k].len);
+        PyObject *v = bitmap(o.svalid[k], n);
+        if (!off || !dat || !v) { Py_XDECREF(off); Py_XDECREF(dat); Py_XDECREF(v); goto done; }
+        PyObject *t = PyTuple_Pack(3, off, dat, v);
+        Py_DECREF(off); Py_DECREF(dat); Py_DECREF(v);
+        if (!t) goto done;
+        PyTuple_SET_ITEM(strs, k, t);
+    }
+    res = Py_BuildValue("(nOOOO)", (Py_ssize_t)n, ph, i64, val, strs);
+done:
+    Py_XDECREF(ph); Py_XDECREF(i64); Py_XDECREF(val); Py_XDECREF(strs);
+    cols_free(&o);
+    return res;
+}
+
+static PyObject *names(PyObject *self, PyObject *unused) {
+    PyObject *a = PyTuple_New(N_I64), *b = PyTuple_New(N_STR);
+    if (!a || !b) { Py_XDECREF(a); Py_XDECREF(b); return NULL; }
+    for (int k = 0; k < N_I64; k++) PyTuple_SET_ITEM(a, k, PyUnicode_FromString(I64_NAMES[k]));
+    for (int k = 0; k < N_STR; k++) PyTuple_SET_ITEM(b, k, PyUnicode_FromString(STR_NAMES[k]));
+    return Py_BuildValue("(NN)", a, b);
+}
+
+static PyMethodDef METHODS[] = {
+    {"scan", scan, METH_O, "scan(chunk) -> columns of a JSON array of trace events, or None"},
+    {"names", names, METH_NOARGS, "names() -> (int64 column names, string column names)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, METHODS};
+
+PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&MODULE); }
