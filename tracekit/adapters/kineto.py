@@ -2,8 +2,8 @@
 
 Reading strategy (memory: the input blocks in flight plus one chunk, whatever the trace size):
 
-* The file is read, and inflated, in blocks by a background thread (zlib lets the other core
-  work meanwhile).  The top-level keys before ``traceEvents`` are decoded as raw JSON values; the
+* The file is read, and inflated (by ISA-L where its wheel installs, else zlib), in blocks by a
+  background thread (inflating lets the other core work meanwhile).  The top-level keys before ``traceEvents`` are decoded as raw JSON values; the
   events array is cut into chunks of a few MB at event boundaries (``},`` + newline: a JSON
   string cannot hold a raw newline, and a cut inside an event leaves its brackets unbalanced, so
   the chunk fails to decode and is extended instead); the keys after the array are read at the end.
@@ -44,6 +44,12 @@ import pyarrow.compute as pc
 
 from ..names import short_kernel_name
 from .base import Adapter, Builders, TraceError
+
+try:  # ISA-L's inflate: 3-4x zlib's speed on these traces (0.06 vs 0.18-0.26 s for 179 MB)
+    from isal import igzip as _gzip
+    from isal.isal_zlib import error as _inflate_error
+except ImportError:  # pragma: no cover - a platform without isal wheels
+    _gzip, _inflate_error = gzip, zlib.error
 
 try:  # the compiled column scanner (built at install where a C compiler is found); optional
     from . import _kscan
@@ -312,7 +318,7 @@ class _Blocks:
             with open(self.path, "rb") as raw:
                 gz = raw.read(2) == b"\x1f\x8b"
                 raw.seek(0)
-                f = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+                f = _gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
                 while not self._stop.is_set():
                     blk = f.read(self._block)
                     self._put((blk, raw.tell()))
@@ -333,7 +339,7 @@ class _Blocks:
         """The next block; b"" at the end.  Raises TraceError for corrupt gzip data."""
         item, pos = self._q.get()
         if isinstance(item, BaseException):
-            if isinstance(item, (EOFError, OSError, zlib.error)):
+            if isinstance(item, (EOFError, OSError, zlib.error, _inflate_error)):
                 raise TraceError(self.path, f"truncated or corrupt gzip data ({item})",
                                  "re-copy or re-export the trace") from None
             raise item
@@ -350,9 +356,9 @@ def _read_bytes(path: Path) -> bytes:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
         try:
-            with gzip.open(path, "rb") as f:
+            with _gzip.open(path, "rb") as f:
                 return f.read()
-        except (EOFError, OSError, zlib.error) as e:
+        except (EOFError, OSError, zlib.error, _inflate_error) as e:
             raise TraceError(path, f"truncated or corrupt gzip data ({e})",
                              "re-copy or re-export the trace") from None
     return path.read_bytes()
