@@ -158,6 +158,10 @@ def main() -> int:
     rep = Report()
     print(f"tracekit benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
           f"work dir {work}", flush=True)
+    scanner = subprocess.run(
+        [py, "-c", "import tracekit.adapters.kineto as k; print('compiled' if k.SCAN else 'pure Python')"],
+        capture_output=True, text=True, cwd=REPO).stdout.strip()
+    print(f"Kineto reader: {scanner} scanner", flush=True)
 
     # -- inputs ------------------------------------------------------------------------------
     fixture = REPO / "fixtures" / "kineto" / "decode_b1.json.gz"
@@ -202,6 +206,10 @@ def main() -> int:
                     hta is None or (hta["wall"] / tk["wall"] >= 8 and tk["rss_mb"] < 0.4 * hta["rss_mb"])))
         cli = repeat(lambda: tracekit_cli(py, trace, work / "kineto_cli.duckdb"), a.repeat)
         rep.add("kineto ~500k events", "tracekit CLI: 3 commands", cli, hta)
+        if scanner == "compiled":  # the same API case without the compiled scanner
+            pure = repeat(["env", "TRACEKIT_KINETO_SCAN=0", py, JOB, "tracekit", str(trace), str(db),
+                           Q_HOT, Q_IDLE], a.repeat)
+            rep.add("kineto ~500k events", "API, pure-Python reader", pure, hta)
     if "kineto10" in only:
         # the scaling target is about conversion: convert alone at 1x and at 10x, same settings
         one = repeat([py, JOB, "tracekit", str(trace), str(db)], a.repeat)
