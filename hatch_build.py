@@ -1,8 +1,9 @@
-"""Build hook: compiles the Kineto reader's optional C scanner (tracekit/adapters/_kscan.c).
+"""Build hook: compiles tracekit's optional C module (tracekit/_native.c: the Kineto reader's
+column scanner and the events nesting pass).
 
 Where no C compiler (or no Python headers) is found the build goes on without it, with a
-warning: tracekit then reads Kineto traces with its pure-Python path, which gives the same
-tables, about 1.6x slower on large traces.  TRACEKIT_NO_EXTENSION=1 skips the compile.
+warning: tracekit then uses the pure-Python (and SQL) twins, which give the same results,
+slower on large traces.  TRACEKIT_NO_EXTENSION=1 skips the compile.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class CustomBuildHook(BuildHookInterface):
             from setuptools import Distribution, Extension
 
             dist = Distribution({"ext_modules": [Extension(
-                "tracekit.adapters._kscan", ["tracekit/adapters/_kscan.c"],
+                "tracekit._native", ["tracekit/_native.c"],
                 extra_compile_args=["-O3"] if os.name != "nt" else [])]})
             cmd = dist.get_command_obj("build_ext")
             cmd.inplace = True
@@ -40,11 +41,11 @@ class CustomBuildHook(BuildHookInterface):
             try:
                 cmd.ensure_finalized()
                 cmd.run()
-                return Path(self.root) / cmd.get_ext_fullpath("tracekit.adapters._kscan")
+                return Path(self.root) / cmd.get_ext_fullpath("tracekit._native")
             finally:
                 os.chdir(cwd)
         except Exception as e:  # no compiler, no headers: the pure-Python reader is used
-            print(f"tracekit: the optional C scanner was not built ({type(e).__name__}: {e}); "
-                  "Kineto traces are read by the pure-Python reader (same results, slower)",
+            print(f"tracekit: the optional C module was not built ({type(e).__name__}: {e}); "
+                  "its pure-Python twins are used (same results, slower on large traces)",
                   file=sys.stderr)
             return None

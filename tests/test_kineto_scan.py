@@ -1,4 +1,4 @@
-"""The Kineto reader's compiled scanner (tracekit/adapters/_kscan.c) against its pure-Python path.
+"""The Kineto reader's compiled scanner (tracekit/_native.c) against its pure-Python path.
 
 The scanner has no rules of its own: for every chunk it accepts, the tables must equal the Python
 reader's, and every chunk with a shape it does not know must go the Python way.  Checked on every
@@ -26,10 +26,10 @@ def test_scanner_is_built():
     """The install compiles it (hatch_build.py); TRACEKIT_NO_EXTENSION=1 is the only way out."""
     if os.environ.get("TRACEKIT_NO_EXTENSION") == "1":
         pytest.skip("built without the C scanner on purpose")
-    assert K._kscan is not None, "the C scanner was not built: see the warning of `pip install`"
+    assert K._native is not None, "the C module was not built: see the warning of `pip install`"
 
 
-needs_scanner = pytest.mark.skipif(K._kscan is None, reason="C scanner not built")
+needs_scanner = pytest.mark.skipif(K._native is None, reason="C module not built")
 
 
 def convert(path, scan: bool, monkeypatch):
@@ -195,7 +195,7 @@ def test_unusual_shapes_go_the_python_way(case, tmp_path, monkeypatch):
     p = write_trace(tmp_path, events)
     text = p.read_bytes()
     body = text[text.index(b"["):text.rindex(b"]") + 1]
-    assert K._kscan.scan(body) is None
+    assert K._native.kineto_scan(body) is None
     (scanned, declined), _ = assert_same(p, monkeypatch)
     assert declined >= 1
 
@@ -227,11 +227,11 @@ def test_lone_surrogate_is_the_same_error_both_ways(tmp_path, monkeypatch):
 def test_cut_inside_an_event_is_not_json():
     """A chunk cut inside an event (the streaming reader relies on this failing)."""
     good = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"x": {"y": 1}}}]'
-    assert K._kscan.scan(good) is not None
+    assert K._native.kineto_scan(good) is not None
     cut = good[:good.index(b'{"y"') + 9] + b"]"
-    assert K._kscan.scan(cut) is None
+    assert K._native.kineto_scan(cut) is None
     for junk in (b"", b"[", b"[,]", b'[{"ph": "X"},]', b"[] x", b'[{"ph": "X", "ts": 01, "dur": 1}]'):
-        assert K._kscan.scan(junk) is None
+        assert K._native.kineto_scan(junk) is None
 
 
 @needs_scanner

@@ -1,4 +1,5 @@
-"""events.depth / parent_id: the set-based derivation in SQL equals the event-by-event rule."""
+"""events.depth / parent_id: both derivations (the set-based SQL, and the compiled module's
+stack pass) equal the event-by-event rule, `_nest_track`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,20 @@ import random
 import pyarrow as pa
 import pytest
 
+import tracekit.store as store
+from conftest import FIXTURES, realworld
 from tracekit import schema
+from tracekit.native import native
 from tracekit.store import Store, _derive_nesting, _insert, _nest_track
+
+WAYS = ["sql"] + (["native"] if native is not None else [])
+
+
+@pytest.fixture(params=WAYS)
+def way(request, monkeypatch):
+    """Each test runs with each derivation."""
+    monkeypatch.setattr(store, "NATIVE_NESTING", request.param == "native")
+    return request.param
 
 
 def _events(rng: random.Random, n_tracks: int, per_track: int, laminar: bool) -> list[dict]:
@@ -56,7 +69,7 @@ def _nest_both_ways(path, rows: list[dict]) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_sql_nesting_equals_stack_rule(tmp_path, seed):
+def test_nesting_equals_stack_rule(tmp_path, seed, way):
     rng = random.Random(seed)
     rows = _events(rng, 6, 300, laminar=True) + [
         dict(r, event_id=r["event_id"] + 10**6, tid=r["tid"] + 100)
@@ -66,7 +79,7 @@ def test_sql_nesting_equals_stack_rule(tmp_path, seed):
     assert max(d for d, _ in got.values()) >= 3
 
 
-def test_deep_nesting_uses_the_general_lookup(tmp_path):
+def test_deep_nesting_uses_the_general_lookup(tmp_path, way):
     """Synthetic edge case (no real capture nests 4,000 deep): past the depth that the packed
     one-key parent lookup allows, the general ASOF join gives the same depth / parent_id."""
     deep = 4_100
@@ -77,3 +90,22 @@ def test_deep_nesting_uses_the_general_lookup(tmp_path):
     got, want = _nest_both_ways(tmp_path / "n.duckdb", rows)
     assert got == want
     assert got[deep - 1] == (deep - 1, deep - 2)
+
+
+def _stored_nesting(path, trace, native_nesting: bool, monkeypatch) -> dict:
+    monkeypatch.setattr(store, "NATIVE_NESTING", native_nesting)
+    with store.writing(path, replace=True) as st:
+        st.convert(trace)
+    with Store(path, read_only=True) as st:
+        return {r[0]: (r[1], r[2]) for r in st.rows("select event_id, depth, parent_id from events")}
+
+
+@pytest.mark.skipif(native is None, reason="C module not built")
+@pytest.mark.parametrize("trace", [FIXTURES / "kineto" / "decode_b1.json.gz", FIXTURES / "nsys" / "decode_b1_with_torch.sqlite"]
+                         + [p for p in realworld("kineto") if "diff_test" in p.name or "nccl" in p.name],
+                         ids=lambda p: p.name)
+def test_real_traces_nest_the_same_both_ways(trace, tmp_path, monkeypatch):
+    sql = _stored_nesting(tmp_path / "a.duckdb", trace, False, monkeypatch)
+    nat = _stored_nesting(tmp_path / "b.duckdb", trace, True, monkeypatch)
+    assert nat == sql
+    assert len(nat) >= 20 and max(d for d, _ in nat.values()) >= 1

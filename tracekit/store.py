@@ -20,10 +20,12 @@ from pathlib import Path
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import __version__, schema, views
 from .adapters import detect
 from .adapters.base import Accounting, Progress, TraceError
+from .native import native
 
 DEFAULT_DB = "tracekit.duckdb"
 # DuckDB memory cap while converting: measured on a 179 MB trace, no cap 560 MB peak, 256 MB cap
@@ -58,6 +60,10 @@ CONVERT_ARROW_POOL = "system"
 # and a 1.07 M-kernel nsys export in 4.3-4.7 s against 4.4-5.1 s, 620-690 MB against 710-740 MB.
 # Stores opened read-only are unaffected.
 ROW_GROUP_SIZE = 32768
+
+# events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
+# always the SQL (tests compare the two)
+NATIVE_NESTING = True
 
 
 @dataclass
@@ -338,6 +344,55 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     (pid, tid, device_id, stream_id), the parent is the nearest earlier event that encloses it
     (start <= child start and child end <= end, and the child starts before the end;
     ties by input order).  Partial overlaps are not parents.  Instants nest like zero-length ranges.
+
+    With the compiled module, `_nest_track`'s rule itself runs over the rows (`native.nest`:
+    0.05 s for the 229 k events of the 179 MB trace, where the SQL below takes 0.3 s on 2 cores);
+    without it, the SQL below.
+    """
+    if native is not None and NATIVE_NESTING:
+        _derive_nesting_native(con, source_id)
+    else:
+        _derive_nesting_sql(con, source_id)
+
+
+def _int64_buffers(arr: pa.Array) -> tuple[memoryview, memoryview]:
+    """An integer column as (int64 values with 0 for NULL, one validity byte per row)."""
+    vals = pc.fill_null(arr, 0).cast(pa.int64())
+    valid = pc.is_valid(arr).cast(pa.uint8())
+    return (memoryview(vals.buffers()[1])[vals.offset * 8:(vals.offset + len(vals)) * 8],
+            memoryview(valid.buffers()[1])[valid.offset:valid.offset + len(valid)])
+
+
+def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
+    tbl = con.sql(
+        """SELECT event_id, pid, tid, device_id, stream_id, start_ns, end_ns FROM events
+           WHERE source_id = $sid AND depth IS NULL""", params={"sid": source_id}).to_arrow_table()
+    n = tbl.num_rows
+    if not n:
+        return
+    cols = {name: tbl.column(name).combine_chunks() for name in tbl.column_names}
+    args = []
+    for name in ("pid", "tid", "device_id", "stream_id"):
+        args += _int64_buffers(cols[name])
+    for name in ("start_ns", "end_ns", "event_id"):
+        args.append(_int64_buffers(cols[name])[0])
+    depth, parent, valid = native.nest(n, *args)
+    fix = pa.table({
+        "event_id": cols["event_id"],
+        "depth": pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]),
+        "parent_id": pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid),
+                                                            pa.py_buffer(parent)])})
+    con.register("__tk_fix", fix)
+    try:
+        con.execute("""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
+                       FROM __tk_fix AS f WHERE e.source_id = $sid AND e.event_id = f.event_id""",
+                    {"sid": source_id})
+    finally:
+        con.unregister("__tk_fix")
+
+
+def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
+    """`_derive_nesting` without the compiled module.
 
     Computed in SQL, for whole tracks at once: with the events of a track in order (start, end
     descending, input order), the events still open when event i starts are the earlier ones

@@ -7,7 +7,7 @@ Reading strategy (memory: the input blocks in flight plus one chunk, whatever th
   events array is cut into chunks of a few MB at event boundaries (``},`` + newline: a JSON
   string cannot hold a raw newline, and a cut inside an event leaves its brackets unbalanced, so
   the chunk fails to decode and is extended instead); the keys after the array are read at the end.
-* Each chunk is read by the compiled scanner (``_kscan.c``, built at install where a C compiler
+* Each chunk is read by the compiled scanner (``tracekit/_native.c``, built at install where a C compiler
   is found) straight into Arrow columns (``args`` kept as raw JSON text), and routed with Arrow
   compute (`_scanned`).  The scanner accepts only the shapes that the rules below take
   column-wise and declines any other chunk, which then goes the Python way: decoded in one
@@ -51,15 +51,12 @@ try:  # ISA-L's inflate: 3-4x zlib's speed on these traces (0.06 vs 0.18-0.26 s 
 except ImportError:  # pragma: no cover - a platform without isal wheels
     _gzip, _inflate_error = gzip, zlib.error
 
-try:  # the compiled column scanner (built at install where a C compiler is found); optional
-    from . import _kscan
-except ImportError:  # pragma: no cover - depends on the install
-    _kscan = None
+from ..native import native as _native
 
 # Use the compiled scanner where it is built (TRACEKIT_KINETO_SCAN=0 turns it off: the results
 # are the same, only slower; the tests compare both)
-SCAN = _kscan is not None and os.environ.get("TRACEKIT_KINETO_SCAN", "1") != "0"
-_SCAN_I64, _SCAN_STR = _kscan.names() if _kscan is not None else ((), ())
+SCAN = _native is not None and os.environ.get("TRACEKIT_KINETO_SCAN", "1") != "0"
+_SCAN_I64, _SCAN_STR = _native.kineto_names() if _native is not None else ((), ())
 
 _EMPTY = msgspec.Raw(b"")
 
@@ -571,7 +568,7 @@ class KinetoAdapter(Adapter):
         """Convert a chunk of events (a JSON array text).  ``raws``: the event slices when known.
         False, having converted nothing, when the text is not a JSON array (a cut inside an event)."""
         if SCAN:
-            cols = _kscan.scan(text)
+            cols = _native.kineto_scan(text)
             if cols is not None and self._scanned(b, text, cols):
                 self.scan_counts[0] += 1
                 return True
@@ -619,7 +616,7 @@ class KinetoAdapter(Adapter):
 
     # -- a chunk, from the compiled scanner's columns ------------------------------------------
     def _scanned(self, b, text, cols) -> bool:
-        """Convert a chunk that `_kscan.scan` read into columns, with the rules of `_columnar`
+        """Convert a chunk that `_native.kineto_scan` read into columns, with the rules of `_columnar`
         (in the same order, so the rows come out the same).  The scanner only accepts the
         shapes those rules take column-wise: every non-'M' event has an exact ts in range, every
         'X' event a dur in range, ids are ints, args fields have their usual types.  The few

@@ -1,6 +1,10 @@
-/* _kscan: the Kineto reader's compiled column scanner (optional; kineto.py works without it).
+/* tracekit._native: the compiled parts of tracekit, each with a pure-Python twin that gives the
+ * same results (used where this module is not built: no C compiler at install).
  *
- * scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into columns
+ * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto.py, `_scanned`).
+ * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
+ *
+ * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into columns
  * (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain shape
  * that the Python rules convert column-wise.  It is strict on purpose: anything unusual (a
  * key outside the Chrome-trace event fields, a pid given as text, a ts with sub-ns digits or an
@@ -668,11 +672,134 @@ static PyObject *names(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(NN)", a, b);
 }
 
+/* ---- nest ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const int64_t *key[4];        /* pid, tid, device_id, stream_id (0 where NULL) */
+    const unsigned char *kv[4];   /* their validity, one byte per row */
+    const int64_t *start, *end, *id;
+} NestCols;
+
+/* track order (NULLs first, each key), then start, end descending, event id */
+static inline int nest_less(const NestCols *c, int64_t a, int64_t b) {
+    for (int k = 0; k < 4; k++) {
+        if (c->kv[k][a] != c->kv[k][b]) return c->kv[k][a] < c->kv[k][b];
+        if (c->kv[k][a] && c->key[k][a] != c->key[k][b]) return c->key[k][a] < c->key[k][b];
+    }
+    if (c->start[a] != c->start[b]) return c->start[a] < c->start[b];
+    if (c->end[a] != c->end[b]) return c->end[a] > c->end[b];
+    return c->id[a] < c->id[b];
+}
+
+static int same_track(const NestCols *c, int64_t a, int64_t b) {
+    for (int k = 0; k < 4; k++) {
+        if (c->kv[k][a] != c->kv[k][b]) return 0;
+        if (c->kv[k][a] && c->key[k][a] != c->key[k][b]) return 0;
+    }
+    return 1;
+}
+
+static void merge_sort(const NestCols *c, int64_t *idx, int64_t *tmp, Py_ssize_t n) {
+    /* bottom-up: runs of insertion-sorted 16, then merges */
+    const Py_ssize_t RUN = 16;
+    for (Py_ssize_t lo = 0; lo < n; lo += RUN) {
+        Py_ssize_t hi = lo + RUN < n ? lo + RUN : n;
+        for (Py_ssize_t i = lo + 1; i < hi; i++) {
+            int64_t v = idx[i];
+            Py_ssize_t j = i;
+            while (j > lo && nest_less(c, v, idx[j - 1])) { idx[j] = idx[j - 1]; j--; }
+            idx[j] = v;
+        }
+    }
+    int64_t *src = idx, *dst = tmp;
+    for (Py_ssize_t w = RUN; w < n; w *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * w) {
+            Py_ssize_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            Py_ssize_t i = lo, j = mid, k = lo;
+            if (mid >= hi || !nest_less(c, src[mid], src[mid - 1])) {  /* already in order */
+                memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(int64_t));
+                continue;
+            }
+            while (i < mid && j < hi) dst[k++] = nest_less(c, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        int64_t *t = src; src = dst; dst = t;
+    }
+    if (src != idx) memcpy(idx, src, (size_t)n * sizeof(int64_t));
+}
+
+/* nest(n, pid, pid_valid, tid, tid_valid, device, device_valid, stream, stream_valid, start, end,
+ *      event_id) -> (depth int32[n], parent int64[n], parent validity bitmap or None), rows in the
+ * order given.  int64 columns as buffers of n values (0 where NULL), validity one byte per row.
+ * The rule of store._nest_track: on each track, in order (start, end descending, event_id), the
+ * parent is the innermost open event that encloses the event (end >= its end), open meaning it
+ * ends after the event starts; partial overlaps are skipped. */
+static PyObject *nest(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    Py_buffer b[11];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "ny*y*y*y*y*y*y*y*y*y*y*", &n, &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10]))
+        return NULL;
+    PyObject *res = NULL;
+    int64_t *idx = NULL, *tmp = NULL, *stack = NULL, *parent = NULL;
+    int32_t *depth = NULL;
+    unsigned char *pvalid = NULL;
+    for (int k = 0; k < 11; k++) {
+        Py_ssize_t want = (k < 8 && k % 2 == 1) ? n : n * 8;
+        if (b[k].len != want) { PyErr_SetString(PyExc_ValueError, "nest: column of the wrong size"); goto out; }
+    }
+    NestCols c;
+    for (int k = 0; k < 4; k++) {
+        c.key[k] = (const int64_t *)b[2 * k].buf;
+        c.kv[k] = (const unsigned char *)b[2 * k + 1].buf;
+    }
+    c.start = b[8].buf; c.end = b[9].buf; c.id = b[10].buf;
+    size_t m = n ? (size_t)n : 1;
+    idx = malloc(m * 8); tmp = malloc(m * 8); stack = malloc(m * 8); parent = malloc(m * 8);
+    depth = malloc(m * 4); pvalid = malloc(m);
+    if (!idx || !tmp || !stack || !parent || !depth || !pvalid) { PyErr_NoMemory(); goto out; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) idx[i] = i;
+    merge_sort(&c, idx, tmp, n);
+    Py_ssize_t top = 0;  /* stack of rows, innermost last */
+    for (Py_ssize_t r = 0; r < n; r++) {
+        int64_t i = idx[r];
+        if (r == 0 || !same_track(&c, idx[r - 1], i)) top = 0;
+        int64_t s = c.start[i], e = c.end[i];
+        while (top > 0 && c.end[stack[top - 1]] <= s) top--;
+        Py_ssize_t j = top - 1;
+        while (j >= 0 && c.end[stack[j]] < e) j--;  /* partial overlap: look further out */
+        if (j >= 0) {
+            parent[i] = c.id[stack[j]];
+            pvalid[i] = 1;
+            depth[i] = depth[stack[j]] + 1;
+        } else {
+            parent[i] = 0;
+            pvalid[i] = 0;
+            depth[i] = 0;
+        }
+        stack[top++] = i;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *bm = bitmap(pvalid, (size_t)n);
+    if (bm)
+        res = Py_BuildValue("(y#y#N)", (const char *)depth, (Py_ssize_t)(n * 4), (const char *)parent,
+                            (Py_ssize_t)(n * 8), bm);
+out:
+    for (int k = 0; k < 11; k++) if (b[k].obj) PyBuffer_Release(&b[k]);
+    free(idx); free(tmp); free(stack); free(parent); free(depth); free(pvalid);
+    return res;
+}
+
 static PyMethodDef METHODS[] = {
-    {"scan", scan, METH_O, "scan(chunk) -> columns of a JSON array of trace events, or None"},
-    {"names", names, METH_NOARGS, "names() -> (int64 column names, string column names)"},
+    {"kineto_scan", scan, METH_O, "kineto_scan(chunk) -> columns of a JSON array of trace events, or None"},
+    {"kineto_names", names, METH_NOARGS, "kineto_names() -> (int64 column names, string column names)"},
+    {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id) -> "
+                                 "(depth, parent, parent validity bitmap or None)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, METHODS};
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, METHODS, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
