@@ -80,7 +80,7 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
     with writing(part, replace=True) as st:
         threads = os.environ.get("TRACEKIT_WORKER_THREADS")
         if threads:
-            st.con.execute(f"SET threads = {int(threads)}")
+            st._con.execute(f"SET threads = {int(threads)}")
         for i, path in inputs:
             progress = None
             if send is not None:
@@ -137,7 +137,7 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
     ``INSERT ... SELECT ... UNION ALL ...`` over the parts, rows in their order, all in one
     transaction (a failure adds nothing).  One statement over several parts lets DuckDB insert
     their row groups in parallel (a statement per part and table would use a thread or two)."""
-    con = store.con
+    con = store._con
     aliases = [f"__tk_part{k}" for k in range(len(parts))]
     attached = []
     prev = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]

@@ -115,33 +115,42 @@ class Store:
                 if os.path.exists(p):
                     os.remove(p)
         try:
-            self.con = _connect(self.path, read_only)
+            self._con = _connect(self.path, read_only)
         except duckdb.Error as e:
             raise StoreError(f"{self.label}: cannot open the store ({str(e).splitlines()[0]})") from None
-        has_tables = self.con.execute(
+        has_tables = self._con.execute(
             "SELECT count(*) FROM information_schema.tables "
             "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()[0][0]
         if read_only or has_tables:
             self._check_version()
         if not read_only:
-            _create_tables(self.con)
-        views.register(self.con)
+            _create_tables(self._con)
+        self._views = False  # registered on the first use of `con` (conversion needs none)
 
     def _check_version(self) -> None:
         try:
-            v = self.con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchall()
+            v = self._con.execute("SELECT value FROM tracekit_meta WHERE key='schema_version'").fetchall()
             v = v[0] if v else None
         except duckdb.Error:
-            self.con.close()
+            self._con.close()
             raise StoreError(f"{self.label}: not a tracekit store (a DuckDB file without tracekit's "
                              "tables); pass another --db path") from None
         if v is None or int(v[0]) != schema.SCHEMA_VERSION:
-            self.con.close()
+            self._con.close()
             raise StoreError(f"{self.label}: made by another tracekit version (store schema "
                              f"{v and v[0]}, this tracekit reads {schema.SCHEMA_VERSION}); "
                              "re-create it with `tracekit convert --replace`")
 
     # -- queries -----------------------------------------------------------------------------
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection, with every view of sql/ registered (on first use: creating the
+        26 views takes ~0.14 s, which a conversion does without)."""
+        if not self._views:
+            views.register(self._con)
+            self._views = True
+        return self._con
+
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query, params=params)
 
@@ -160,7 +169,7 @@ class Store:
         return self.con.table(name) if name in schema.BY_NAME else self.con.view(name)
 
     def close(self) -> None:
-        self.con.close()
+        self._con.close()
 
     def __enter__(self):
         return self
@@ -170,7 +179,7 @@ class Store:
 
     # -- conversion --------------------------------------------------------------------------
     def next_source_id(self) -> int:
-        return self.con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchall()[0][0]
+        return self._con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchall()[0][0]
 
     def convert(self, path: str | os.PathLike, progress: Progress | None = None,
                 format: str | None = None, rank: int | None = None, strict: bool = False
@@ -188,7 +197,7 @@ class Store:
         default memory pool is CONVERT_ARROW_POOL meanwhile, except with parallel inserts (less
         memory held)."""
         path = Path(path)
-        con = self.con
+        con = self._con
         prev, order, threads = con.execute(
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
             "current_setting('threads')").fetchone()
@@ -218,7 +227,7 @@ class Store:
 
     def _convert(self, adapter, path: Path, progress, rank, strict, parallel) -> SourceSummary:
         source_id = self.next_source_id()
-        con = self.con
+        con = self._con
         con.execute("BEGIN TRANSACTION")
         try:
             batches = _read_ahead(adapter.read(path, source_id, progress))
@@ -244,7 +253,7 @@ class Store:
         return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped))
 
     def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
-        con = self.con
+        con = self._con
         # GPU work carries no pid in Kineto: take it from the launching API call (same correlation).
         # The correlation -> pid map is built once, and only when some GPU row lacks its pid
         # (nsys rows have it: no pass over its millions of API calls)
@@ -308,11 +317,11 @@ class Store:
         for t in schema.TABLES:
             if partitioned:
                 p = d / t.name
-                self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, "
+                self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, "
                                  "COMPRESSION zstd, PARTITION_BY (source_id), OVERWRITE_OR_IGNORE)")
             else:
                 p = d / f"{t.name}.parquet"
-                self.con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
+                self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
             out.append(str(p))
         return out
 
@@ -325,17 +334,17 @@ def open_parquet(directory: str | os.PathLike) -> Store:
     d = Path(directory)
     st = Store.__new__(Store)
     st.path = str(d)
-    st.con = duckdb.connect()
+    st._con = duckdb.connect()
     for t in schema.TABLES:
         files = sorted(d.glob(f"{t.name}/source_id=*/*.parquet"))
         if files:
-            st.con.execute(
+            st._con.execute(
                 f"CREATE VIEW {t.name} AS SELECT {', '.join(chr(34) + c.name + chr(34) for c in t.arrow)} FROM read_parquet("
                 f"'{_sql_str(str(d / t.name))}/*/*.parquet', hive_partitioning = true, "
                 "hive_types = {'source_id': INTEGER})")
         else:
-            st.con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
-    views.register(st.con)
+            st._con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
+    st._views = False
     return st
 
 
@@ -530,7 +539,7 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False):
     ok = False
     try:
         yield st
-        st.con.execute("CHECKPOINT")
+        st._con.execute("CHECKPOINT")
         ok = True
     finally:
         st.close()
