@@ -158,3 +158,39 @@ def test_rules_inlined_for_speed_agree_with_their_views(convert):
         " count(distinct (pid, tid, correlation_id)),"
         " count(distinct (pid, tid, correlation_id)) filter (where ops_in_launch > 1)"
         " from phase_ops where device_id is not null group by all order by all")
+
+
+def _view_names(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+
+def test_views_are_created_in_dependency_order():
+    """`views.referenced(v)` lists what v needs first: each statement succeeds at its first try."""
+    import duckdb
+
+    from tracekit import schema, views
+    from tracekit.store import _create_tables
+
+    for v in views.all_views():
+        con = duckdb.connect()
+        _create_tables(con)
+        names = views.referenced(v.name)
+        assert names[-1] == v.name
+        for n in names:
+            con.execute(next(x for x in views.all_views() if x.name == n).sql)
+        assert _view_names(con) == set(names)
+    assert set(schema.BY_NAME).isdisjoint(v.name for v in views.all_views())
+
+
+def test_views_are_created_when_first_needed(convert):
+    """A query creates the views it names (with those they use); `con` creates them all."""
+    from tracekit.store import Store
+
+    path = convert(FIXTURES / "kineto" / "decode_b1.json.gz").path
+    with Store(path, read_only=True) as st:
+        assert _view_names(st._con) == set()
+        assert st.one("select count(*) from idle_gaps") > 100
+        assert _view_names(st._con) == {"gpu_activity", "host_syncs", "idle_gaps"}
+        assert st.table("hotspots").count("*").fetchall()[0][0] > 10
+        assert "hotspots" in _view_names(st._con)
+        assert len(_view_names(st.con)) == 26

@@ -327,8 +327,8 @@ class _Q:
     def __init__(self, store, evidence_rows: int = 20):
         self.store = store
         self.evidence_rows = evidence_rows
-        self.views = {r[0] for r in store.rows(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal")}
+        self.views = {r[0] for r in store.con.sql(  # store.con: every view registered
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         self._cache: dict[str, tuple[list[str], list[tuple]]] = {}
 
     def has(self, view: str) -> bool:

@@ -125,7 +125,7 @@ class Store:
             self._check_version()
         if not read_only:
             _create_tables(self._con)
-        self._views = False  # registered on the first use of `con` (conversion needs none)
+        self._views: set | bool = set()  # the views created so far; True: all (`con`)
 
     def _check_version(self) -> None:
         try:
@@ -142,31 +142,43 @@ class Store:
                              "re-create it with `tracekit convert --replace`")
 
     # -- queries -----------------------------------------------------------------------------
+    # Views are created when first needed: all of them on the first use of `con`, and by
+    # sql/rows/one/table only those the query names (with the views they use).  Creating all 26
+    # takes ~0.14 s, which a conversion does without and a query of one view mostly too.
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection, with every view of sql/ registered (on first use: creating the
-        26 views takes ~0.14 s, which a conversion does without)."""
-        if not self._views:
-            views.register(self._con)
+        """The DuckDB connection, with every view of sql/ registered."""
+        if self._views is not True:
+            views.register(self._con, [n for n in views.referenced(" ".join(v.name for v in views.all_views()))
+                                       if n not in self._views])
             self._views = True
         return self._con
 
+    def _for(self, query: str) -> duckdb.DuckDBPyConnection:
+        """The connection, with the views that the query names registered."""
+        if self._views is not True:
+            need = [n for n in views.referenced(query) if n not in self._views]
+            if need:
+                views.register(self._con, need)
+                self._views.update(need)
+        return self._con
+
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
-        return self.con.sql(query, params=params)
+        return self._for(query).sql(query, params=params)
 
     def rows(self, query: str, params=None) -> list[tuple]:
         """All result rows as tuples."""
-        return self.con.sql(query, params=params).fetchall()
+        return self._for(query).sql(query, params=params).fetchall()
 
     def one(self, query: str, params=None):
         """The first row of the result (a tuple), or None; a single column gives its value."""
-        rows = self.con.sql(query, params=params).limit(1).fetchall()
+        rows = self._for(query).sql(query, params=params).limit(1).fetchall()
         if not rows:
             return None
         return rows[0][0] if len(rows[0]) == 1 else rows[0]
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
-        return self.con.table(name) if name in schema.BY_NAME else self.con.view(name)
+        return self._con.table(name) if name in schema.BY_NAME else self._for(name).view(name)
 
     def close(self) -> None:
         self._con.close()
@@ -344,7 +356,7 @@ def open_parquet(directory: str | os.PathLike) -> Store:
                 "hive_types = {'source_id': INTEGER})")
         else:
             st._con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
-    st._views = False
+    st._views = set()
     return st
 
 

@@ -55,9 +55,51 @@ def all_views() -> tuple[View, ...]:
     return tuple(out)
 
 
-def register(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every view; views may use each other (resolved by retrying in dependency order)."""
-    pending = list(all_views())
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@lru_cache(maxsize=1)
+def _order() -> dict[str, tuple[str, ...]]:
+    """Per view, the views it needs (itself last), in an order that creates each after the views
+    its statement names (comments aside)."""
+    by_name = {v.name: v for v in all_views()}
+    uses = {}
+    for v in all_views():
+        body = "\n".join(l for l in v.sql.split("\n") if not l.lstrip().startswith("--"))
+        uses[v.name] = {w for w in _WORD.findall(body) if w in by_name and w != v.name}
+    out = {}
+
+    def visit(name, seen, order):
+        if name in seen:
+            return
+        seen.add(name)
+        for dep in sorted(uses[name]):
+            visit(dep, seen, order)
+        order.append(name)
+
+    for name in by_name:
+        order: list[str] = []
+        visit(name, set(), order)
+        out[name] = tuple(order)
+    return out
+
+
+def referenced(query: str) -> list[str]:
+    """The views a query names, with the views those need, in creation order."""
+    order = _order()
+    out: list[str] = []
+    for w in dict.fromkeys(_WORD.findall(query)):
+        for name in order.get(w, ()):
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def register(con: duckdb.DuckDBPyConnection, names: list[str] | None = None) -> None:
+    """Create every view (or those named, in the order given: see `referenced`); views may use
+    each other (resolved by retrying in dependency order)."""
+    by_name = {v.name: v for v in all_views()}
+    pending = list(all_views()) if names is None else [by_name[n] for n in names]
     while pending:
         failed = []
         for v in pending:
