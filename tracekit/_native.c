@@ -165,13 +165,20 @@ static void put_utf8(Buf *b, unsigned cp) {
 
 /* A JSON string at c->p (the opening quote).  Its decoded text goes to out when out is given.
  * *escaped tells whether it had a backslash.  Returns 0 on invalid JSON / UTF-8 / no memory. */
+/* bytes that a JSON string holds as they are: printable ASCII but '"' and '\\' */
+static unsigned char PLAIN[256];
+
+static void init_plain(void) {
+    for (int i = 0x20; i < 0x80; i++) PLAIN[i] = i != '"' && i != '\\';
+}
+
 static int string(Cur *c, Buf *out, int *escaped) {
     if (c->p >= c->end || *c->p != '"') return 0;
     const unsigned char *p = ++c->p, *end = c->end;
     if (escaped) *escaped = 0;
     for (;;) {
         const unsigned char *run = p;
-        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+        while (p < end && PLAIN[*p]) p++;
         if (out && p > run) {
             if (!buf_reserve(out, (size_t)(p - run))) return 0;
             memcpy(out->p + out->len, run, (size_t)(p - run));
@@ -627,7 +634,12 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     Cur c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len,
              (const unsigned char *)view.buf};
     int ok;
-    if (!cols_grow(&o)) { cols_free(&o); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    /* rows: a first guess (events are rarely under 64 bytes), grown as needed; the string
+     * columns: decoded text is never longer than the chunk's, so one reservation each */
+    o.cap = (size_t)view.len / 256;  /* doubled by the first cols_grow */
+    int ok_alloc = cols_grow(&o);
+    for (int k = 0; k < N_STR && ok_alloc; k++) ok_alloc = buf_reserve(&o.data[k], (size_t)view.len + 1);
+    if (!ok_alloc) { cols_free(&o); PyBuffer_Release(&view); return PyErr_NoMemory(); }
     Py_BEGIN_ALLOW_THREADS
     ok = scan_all(&c, &o);
     Py_END_ALLOW_THREADS
@@ -802,4 +814,7 @@ static PyMethodDef METHODS[] = {
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, METHODS, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__native(void) {
+    init_plain();
+    return PyModule_Create(&MODULE);
+}
