@@ -234,14 +234,29 @@ def test_cut_inside_an_event_is_not_json():
         assert K._native.kineto_scan(junk) is None
 
 
+def flow(rng):
+    """Synthetic flow ends that meet every branch of the flow rule: a second start before the
+    end, an end before its start (in file order, before or after it in time), steps, no id,
+    no or upper-case cat, ids shared by two kinds."""
+    e = {"ph": rng.choice("ssfft"), "id": rng.choice([1, 2, 3, None]), "pid": rng.choice([0, 1, None]),
+         "tid": rng.choice([2, 7]), "ts": rng.choice([1, 3, 5, 5.5, 9])}
+    cat = rng.choice(["ac2g", "ac2g", "AC2G", "fwdbwd", None, ""])
+    if cat is not None:
+        e["cat"] = cat
+    if e["ph"] == "f" and rng.random() < 0.5:
+        e["bp"] = "e"
+    return e
+
+
 @needs_scanner
 def test_random_traces_same_both_ways(tmp_path, monkeypatch):
-    """Synthetic: 60 traces of events drawn from the shapes above, in random order and chunked by
-    the streaming reader at random sizes (so scanned and Python chunks mix in one trace)."""
+    """Synthetic: 80 traces of events drawn from the shapes above and from `flow`, in random
+    order and chunked by the streaming reader at random sizes (so scanned and Python chunks mix
+    in one trace, and flows cross chunks)."""
     rng = random.Random(8)
     pool = ACCEPTED + list(DECLINED.values())
-    for i in range(60):
-        events = [rng.choice(pool) for _ in range(rng.randint(1, 40))]
+    for i in range(80):
+        events = [rng.choice(pool) if rng.random() < 0.5 else flow(rng) for _ in range(rng.randint(1, 40))]
         monkeypatch.setattr(K, "BLOCK_BYTES", rng.choice([64, 256, 1024, 1 << 20]))
         p = write_trace(tmp_path, events, f"r{i}.json")
         if rng.random() < 0.5:

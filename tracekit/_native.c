@@ -805,7 +805,154 @@ out:
     return res;
 }
 
+/* ---- kineto_flows --------------------------------------------------------------------------- */
+
+static inline int bit(const unsigned char *bm, Py_ssize_t i) { return !bm || (bm[i >> 3] >> (i & 7)) & 1; }
+
+static PyObject *int_or_none(const int64_t *v, const unsigned char *bm, Py_ssize_t i) {
+    if (!bit(bm, i)) Py_RETURN_NONE;
+    return PyLong_FromLongLong(v[i]);
+}
+
+/* d.pop(key, None) as a new reference (NULL with an error set on failure, Py_None if absent) */
+static PyObject *dict_pop(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (!v) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(v);
+    if (PyDict_DelItem(d, key) < 0) { Py_DECREF(v); return NULL; }
+    return v;
+}
+
+/* append (kind, fid, start (pid, tid, ts) or None, end or None) to the 8 output lists */
+static int flow_row(PyObject **out, PyObject *kind, PyObject *fid, PyObject *st, PyObject *en) {
+    if (PyList_Append(out[0], kind) < 0 || PyList_Append(out[1], fid) < 0) return 0;
+    for (int k = 0; k < 3; k++) {
+        if (PyList_Append(out[2 + k], st == Py_None ? Py_None : PyTuple_GET_ITEM(st, k)) < 0) return 0;
+        if (PyList_Append(out[5 + k], en == Py_None ? Py_None : PyTuple_GET_ITEM(en, k)) < 0) return 0;
+    }
+    return 1;
+}
+
+/* kineto_flows(phs, kinds, id, id_valid, pid, pid_valid, tid, tid_valid, ts, open_flows,
+ *              early_ends) -> 8 lists (kind, flow_id, start_pid, start_tid, start_ns, end_pid,
+ * end_tid, end_ns): KinetoAdapter._flow_rows in C, on the same two dicts (keys (kind, id),
+ * values (pid, tid, ts) and (id, (pid, tid, ts))).  int64 columns as buffers, validity as
+ * Arrow bitmaps or None. */
+static PyObject *kineto_flows(PyObject *self, PyObject *args) {
+    Py_buffer ph, idb, idv, pidb, pidv, tidb, tidv, tsb;
+    PyObject *kinds, *open, *early;
+    memset(&idv, 0, sizeof idv); memset(&pidv, 0, sizeof pidv); memset(&tidv, 0, sizeof tidv);
+    PyObject *idv_o, *pidv_o, *tidv_o;
+    if (!PyArg_ParseTuple(args, "y*O!y*Oy*Oy*Oy*O!O!", &ph, &PyList_Type, &kinds, &idb, &idv_o, &pidb,
+                          &pidv_o, &tidb, &tidv_o, &tsb, &PyDict_Type, &open, &PyDict_Type, &early))
+        return NULL;
+    PyObject *out[8] = {0}, *restarted = NULL, *res = NULL;
+    Py_ssize_t n = ph.len;
+    const unsigned char *bm_id = NULL, *bm_pid = NULL, *bm_tid = NULL;
+    if ((idv_o != Py_None && PyObject_GetBuffer(idv_o, &idv, PyBUF_SIMPLE) < 0) ||
+        (pidv_o != Py_None && PyObject_GetBuffer(pidv_o, &pidv, PyBUF_SIMPLE) < 0) ||
+        (tidv_o != Py_None && PyObject_GetBuffer(tidv_o, &tidv, PyBUF_SIMPLE) < 0))
+        goto done;
+    bm_id = idv.obj ? idv.buf : NULL; bm_pid = pidv.obj ? pidv.buf : NULL; bm_tid = tidv.obj ? tidv.buf : NULL;
+    if (PyList_GET_SIZE(kinds) != n || idb.len != n * 8 || pidb.len != n * 8 || tidb.len != n * 8
+        || tsb.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "kineto_flows: columns of different lengths");
+        goto done;
+    }
+    for (int k = 0; k < 8; k++) if (!(out[k] = PyList_New(0))) goto done;
+    if (!(restarted = PyList_New(0))) goto done;
+    const unsigned char *phs = ph.buf;
+    const int64_t *ids = idb.buf, *pids = pidb.buf, *tids = tidb.buf, *tss = tsb.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kind = PyList_GET_ITEM(kinds, i);
+        PyObject *fid = int_or_none(ids, bm_id, i), *key = NULL, *end = NULL, *start = NULL;
+        int ok = 0;
+        if (!fid) goto done;
+        PyObject *p = int_or_none(pids, bm_pid, i), *t = int_or_none(tids, bm_tid, i);
+        PyObject *ts = PyLong_FromLongLong(tss[i]);
+        if (p && t && ts) end = PyTuple_Pack(3, p, t, ts);
+        Py_XDECREF(p); Py_XDECREF(t); Py_XDECREF(ts);
+        if (!end || !(key = PyTuple_Pack(2, kind, fid))) goto step;
+        if (!(start = dict_pop(open, key))) goto step;
+        if (phs[i] == 's') {
+            if (start != Py_None) {  /* a second start: the first one never ended */
+                PyObject *r = PyTuple_Pack(3, kind, fid, start);
+                if (!r || PyList_Append(restarted, r) < 0) { Py_XDECREF(r); goto step; }
+                Py_DECREF(r);
+            } else {
+                PyObject *e = PyDict_GetItemWithError(early, key);  /* its end came first? */
+                if (!e && PyErr_Occurred()) goto step;
+                if (e) {
+                    PyObject *eend = PyTuple_GET_ITEM(e, 1);
+                    int ge = PyObject_RichCompareBool(PyTuple_GET_ITEM(eend, 2), PyTuple_GET_ITEM(end, 2), Py_GE);
+                    if (ge < 0) goto step;
+                    if (ge) {
+                        Py_INCREF(e);
+                        int r = PyDict_DelItem(early, key) == 0
+                                && flow_row(out, kind, PyTuple_GET_ITEM(e, 0), end, eend);
+                        Py_DECREF(e);
+                        ok = r;
+                        goto step;
+                    }
+                }
+            }
+            ok = PyDict_SetItem(open, key, end) == 0;
+            goto step;
+        }
+        if (phs[i] == 't' && start != Py_None) {  /* step: end this link, start the next from here */
+            if (PyDict_SetItem(open, key, end) < 0) goto step;
+        }
+        if (phs[i] == 'f' && start == Py_None) {  /* an end before its start: wait for it */
+            PyObject *prev = dict_pop(early, key);
+            if (!prev) goto step;
+            if (prev != Py_None && !flow_row(out, kind, PyTuple_GET_ITEM(prev, 0), Py_None,
+                                             PyTuple_GET_ITEM(prev, 1))) { Py_DECREF(prev); goto step; }
+            Py_DECREF(prev);
+            PyObject *v = PyTuple_Pack(2, fid, end);
+            ok = v && PyDict_SetItem(early, key, v) == 0;
+            Py_XDECREF(v);
+            goto step;
+        }
+        ok = flow_row(out, kind, fid, start, end);
+    step:
+        Py_XDECREF(start); Py_XDECREF(key); Py_XDECREF(end); Py_DECREF(fid);
+        if (!ok) goto done;
+    }
+    /* the restarted starts' rows come first, as in the Python rule */
+    Py_ssize_t nr = PyList_GET_SIZE(restarted);
+    if (nr) {
+        PyObject *front[8] = {0};
+        int fine = 1;
+        for (int k = 0; k < 8 && fine; k++) fine = (front[k] = PyList_New(0)) != NULL;
+        for (Py_ssize_t j = 0; j < nr && fine; j++) {
+            PyObject *r = PyList_GET_ITEM(restarted, j);
+            fine = flow_row(front, PyTuple_GET_ITEM(r, 0), PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2), Py_None);
+        }
+        for (int k = 0; k < 8 && fine; k++) {
+            fine = PyList_SetSlice(front[k], PyList_GET_SIZE(front[k]), PyList_GET_SIZE(front[k]), out[k]) == 0;
+            if (fine) { Py_DECREF(out[k]); out[k] = front[k]; front[k] = NULL; }
+        }
+        for (int k = 0; k < 8; k++) Py_XDECREF(front[k]);
+        if (!fine) goto done;
+    }
+    res = PyTuple_New(8);
+    if (res) for (int k = 0; k < 8; k++) { PyTuple_SET_ITEM(res, k, out[k]); out[k] = NULL; }
+done:
+    for (int k = 0; k < 8; k++) Py_XDECREF(out[k]);
+    Py_XDECREF(restarted);
+    PyBuffer_Release(&ph); PyBuffer_Release(&idb); PyBuffer_Release(&pidb); PyBuffer_Release(&tidb);
+    PyBuffer_Release(&tsb);
+    if (idv.obj) PyBuffer_Release(&idv);
+    if (pidv.obj) PyBuffer_Release(&pidv);
+    if (tidv.obj) PyBuffer_Release(&tidv);
+    return res;
+}
+
 static PyMethodDef METHODS[] = {
+    {"kineto_flows", kineto_flows, METH_VARARGS, "kineto_flows(...) -> 8 lists: the flow rows of a chunk"},
     {"kineto_scan", scan, METH_O, "kineto_scan(chunk) -> columns of a JSON array of trace events, or None"},
     {"kineto_names", names, METH_NOARGS, "kineto_names() -> (int64 column names, string column names)"},
     {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id) -> "

@@ -681,12 +681,21 @@ class KinetoAdapter(Adapter):
             self._counter(b, ev, ts[i].as_py(), text[span0[i].as_py():span1[i].as_py()])
         if flows:
             fi = pa.array(flows, pa.int64())
-            if text_rows(fi):
+            fph = bytes(ph[i] for i in flows)
+            if flow_evs is None:  # in C, on the columns
+                enc = c["cat"].take(fi).dictionary_encode()
+                lower = [(x or "").lower() or "flow" for x in enc.dictionary.to_pylist()] + ["flow"]
+                kinds = [lower[k] for k in enc.indices.fill_null(len(lower) - 1).to_pylist()]
+                cols = [c[k].take(fi) for k in ("id", "pid", "tid")] + [ts.take(fi)]
+                bufs = []
+                for a in cols[:3]:
+                    bufs += [a.buffers()[1], a.buffers()[0] if a.null_count else None]
+                self._add_flows(b, _native.kineto_flows(fph, kinds, *bufs, cols[3].buffers()[1],
+                                                        self._open_flows, self._early_ends))
+            else:  # a text pid / tid among them: as the Python path
                 pids, tids = (_ints([getattr(e, f) for e in flow_evs])[1] for f in ("pid", "tid"))
-            else:
-                pids, tids = c["pid"].take(fi).to_pylist(), c["tid"].take(fi).to_pylist()
-            self._flows(b, list(bytes(ph[i] for i in flows).decode()), c["cat"].take(fi).to_pylist(),
-                        c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
+                self._flows(b, list(fph.decode()), c["cat"].take(fi).to_pylist(),
+                            c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
         # event ids: one per `events` row, in input order
         mark = pc.is_in(phs, value_set=_INSTANT_PHASES)
         if any(table == "events" for _, table, _, _ in groups):
@@ -993,6 +1002,20 @@ class KinetoAdapter(Adapter):
     def _flows(self, b, phs, cats, ids, pids, tids, tss) -> None:
         """Flow endpoints in input order (`_flow`'s rules), given column-wise: phase, cat, id
         (as in the event), pid and tid (as `_int` makes them), ts (ns)."""
+        self._add_flows(b, self._flow_rows(phs, cats, ids, pids, tids, tss))
+
+    @staticmethod
+    def _add_flows(b, cols) -> None:
+        """The flow rows (8 lists: kind, id, start pid / tid / ns, end pid / tid / ns)."""
+        if cols[0]:
+            names = ("kind", "flow_id", "start_pid", "start_tid", "start_ns", "end_pid", "end_tid", "end_ns")
+            cols = dict(zip(names, cols))
+            cols["flow_id"] = _ints(cols["flow_id"])[0]
+            b["flows"].add_columns(len(cols["kind"]), cols)
+
+    def _flow_rows(self, phs, cats, ids, pids, tids, tss) -> tuple:
+        """`_flows`' rows, and its changes to the open flows and the early ends (`_native`'s
+        kineto_flows does the same in C, on columns)."""
         open_flows = self._open_flows
         pop = open_flows.pop
         lower: dict = {}
@@ -1026,15 +1049,13 @@ class KinetoAdapter(Adapter):
             linked.append((key, fid, start, end))
         rows = [(k[0], fid, st, None) for k, fid, st in restarted] + [
             (k[0], fid, st, en) for k, fid, st, en in linked]
-        if rows:
-            none3 = (None, None, None)
-            kind, fid, st, en = zip(*rows)
-            sp, stid, sts = zip(*[x or none3 for x in st])
-            ep, etid, ets = zip(*[x or none3 for x in en])
-            b["flows"].add_columns(len(rows), {
-                "flow_id": _ints(list(fid))[0], "kind": list(kind), "start_pid": list(sp),
-                "start_tid": list(stid), "start_ns": list(sts), "end_pid": list(ep),
-                "end_tid": list(etid), "end_ns": list(ets)})
+        if not rows:
+            return ([],) * 8
+        none3 = (None, None, None)
+        kind, fid, st, en = zip(*rows)
+        sp, stid, sts = zip(*[x or none3 for x in st])
+        ep, etid, ets = zip(*[x or none3 for x in en])
+        return tuple(map(list, (kind, fid, sp, stid, sts, ep, etid, ets)))
 
     def _sync(self, b, ev, args, ts, end, dur, pid, tid, extra) -> None:
         b["syncs"].add(
