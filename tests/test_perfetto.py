@@ -273,7 +273,7 @@ def test_ncu_bound_in_kernel_args(tmp_path):
     paths = [fixture("kineto/matmul.json.gz"), fixture("ncu/mm_details.csv")]
     db = make_store(tmp_path, *paths)
     with tracekit.open(db) as st:
-        views = {r[0] for r in st.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+        views = {r[0] for r in st.con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
         if "hotspots_bound" not in views:
             pytest.skip("no hotspots_bound view in this tracekit")
         want = st.sql("""SELECT count(*) FROM kernels k JOIN hotspots_bound h USING (source_id, name)

@@ -760,7 +760,7 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     unsigned char *pvalid = NULL;
     for (int k = 0; k < 11; k++) {
         Py_ssize_t want = (k < 8 && k % 2 == 1) ? n : n * 8;
-        if (b[k].len != want) { PyErr_SetString(PyExc_ValueError, "nest: column of the wrong size"); goto out; }
+        if (b[k].len < want) { PyErr_SetString(PyExc_ValueError, "nest: column shorter than n"); goto out; }
     }
     NestCols c;
     for (int k = 0; k < 4; k++) {
@@ -839,8 +839,8 @@ static int flow_row(PyObject **out, PyObject *kind, PyObject *fid, PyObject *st,
 /* kineto_flows(phs, kinds, id, id_valid, pid, pid_valid, tid, tid_valid, ts, open_flows,
  *              early_ends) -> 8 lists (kind, flow_id, start_pid, start_tid, start_ns, end_pid,
  * end_tid, end_ns): KinetoAdapter._flow_rows in C, on the same two dicts (keys (kind, id),
- * values (pid, tid, ts) and (id, (pid, tid, ts))).  int64 columns as buffers, validity as
- * Arrow bitmaps or None. */
+ * values (pid, tid, ts) and (id, (pid, tid, ts))).  int64 columns as buffers of at least n
+ * values, validity as Arrow bitmaps (offset 0) or None. */
 static PyObject *kineto_flows(PyObject *self, PyObject *args) {
     Py_buffer ph, idb, idv, pidb, pidv, tidb, tidv, tsb;
     PyObject *kinds, *open, *early;
@@ -857,8 +857,9 @@ static PyObject *kineto_flows(PyObject *self, PyObject *args) {
         (tidv_o != Py_None && PyObject_GetBuffer(tidv_o, &tidv, PyBUF_SIMPLE) < 0))
         goto done;
     bm_id = idv.obj ? idv.buf : NULL; bm_pid = pidv.obj ? pidv.buf : NULL; bm_tid = tidv.obj ? tidv.buf : NULL;
-    if (PyList_GET_SIZE(kinds) != n || idb.len != n * 8 || pidb.len != n * 8 || tidb.len != n * 8
-        || tsb.len != n * 8) {
+    if (PyList_GET_SIZE(kinds) != n || idb.len < n * 8 || pidb.len < n * 8 || tidb.len < n * 8
+        || tsb.len < n * 8 || (idv.obj && idv.len < (n + 7) / 8) || (pidv.obj && pidv.len < (n + 7) / 8)
+        || (tidv.obj && tidv.len < (n + 7) / 8)) {
         PyErr_SetString(PyExc_ValueError, "kineto_flows: columns of different lengths");
         goto done;
     }
