@@ -19,8 +19,9 @@ WAYS = ["sql"] + (["native"] if native is not None else [])
 
 @pytest.fixture(params=WAYS)
 def way(request, monkeypatch):
-    """Each test runs with each derivation."""
+    """Each test runs with each derivation (the native one writing back in slices of 97 rows)."""
     monkeypatch.setattr(store, "NATIVE_NESTING", request.param == "native")
+    monkeypatch.setattr(store, "NEST_UPDATE_ROWS", 97)
     return request.param
 
 

@@ -687,16 +687,21 @@ static PyObject *names(PyObject *self, PyObject *unused) {
 /* ---- nest ------------------------------------------------------------------------------------ */
 
 typedef struct {
-    const int64_t *key[4];        /* pid, tid, device_id, stream_id (0 where NULL) */
-    const unsigned char *kv[4];   /* their validity, one byte per row */
+    const int64_t *key[4];        /* pid, tid, device_id, stream_id */
+    const unsigned char *kv[4];   /* their validity (Arrow bitmaps), NULL where all are valid */
     const int64_t *start, *end, *id;
 } NestCols;
+
+static inline int kvalid(const NestCols *c, int k, int64_t i) {
+    return !c->kv[k] || (c->kv[k][i >> 3] >> (i & 7)) & 1;
+}
 
 /* track order (NULLs first, each key), then start, end descending, event id */
 static inline int nest_less(const NestCols *c, int64_t a, int64_t b) {
     for (int k = 0; k < 4; k++) {
-        if (c->kv[k][a] != c->kv[k][b]) return c->kv[k][a] < c->kv[k][b];
-        if (c->kv[k][a] && c->key[k][a] != c->key[k][b]) return c->key[k][a] < c->key[k][b];
+        int va = kvalid(c, k, a), vb = kvalid(c, k, b);
+        if (va != vb) return va < vb;
+        if (va && c->key[k][a] != c->key[k][b]) return c->key[k][a] < c->key[k][b];
     }
     if (c->start[a] != c->start[b]) return c->start[a] < c->start[b];
     if (c->end[a] != c->end[b]) return c->end[a] > c->end[b];
@@ -705,8 +710,9 @@ static inline int nest_less(const NestCols *c, int64_t a, int64_t b) {
 
 static int same_track(const NestCols *c, int64_t a, int64_t b) {
     for (int k = 0; k < 4; k++) {
-        if (c->kv[k][a] != c->kv[k][b]) return 0;
-        if (c->kv[k][a] && c->key[k][a] != c->key[k][b]) return 0;
+        int va = kvalid(c, k, a), vb = kvalid(c, k, b);
+        if (va != vb) return 0;
+        if (va && c->key[k][a] != c->key[k][b]) return 0;
     }
     return 1;
 }
@@ -743,29 +749,42 @@ static void merge_sort(const NestCols *c, int64_t *idx, int64_t *tmp, Py_ssize_t
 
 /* nest(n, pid, pid_valid, tid, tid_valid, device, device_valid, stream, stream_valid, start, end,
  *      event_id) -> (depth int32[n], parent int64[n], parent validity bitmap or None), rows in the
- * order given.  int64 columns as buffers of n values (0 where NULL), validity one byte per row.
+ * order given.  int64 columns as buffers of at least n values, validity as Arrow bitmaps
+ * (offset 0) or None where all are valid.
  * The rule of store._nest_track: on each track, in order (start, end descending, event_id), the
  * parent is the innermost open event that encloses the event (end >= its end), open meaning it
  * ends after the event starts; partial overlaps are skipped. */
 static PyObject *nest(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     Py_buffer b[11];
+    PyObject *o[11];
     memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "ny*y*y*y*y*y*y*y*y*y*y*", &n, &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10]))
+    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOO", &n, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10]))
         return NULL;
+    for (int k = 0; k < 11; k++) {
+        int is_valid_col = k < 8 && k % 2 == 1;
+        if (is_valid_col && o[k] == Py_None) continue;
+        if (PyObject_GetBuffer(o[k], &b[k], PyBUF_SIMPLE) < 0) {
+            for (int j = 0; j < k; j++) if (b[j].obj) PyBuffer_Release(&b[j]);
+            return NULL;
+        }
+    }
     PyObject *res = NULL;
     int64_t *idx = NULL, *tmp = NULL, *stack = NULL, *parent = NULL;
     int32_t *depth = NULL;
     unsigned char *pvalid = NULL;
     for (int k = 0; k < 11; k++) {
-        Py_ssize_t want = (k < 8 && k % 2 == 1) ? n : n * 8;
-        if (b[k].len < want) { PyErr_SetString(PyExc_ValueError, "nest: column shorter than n"); goto out; }
+        Py_ssize_t want = (k < 8 && k % 2 == 1) ? (n + 7) / 8 : n * 8;
+        if (b[k].obj && b[k].len < want) {
+            PyErr_SetString(PyExc_ValueError, "nest: column shorter than n");
+            goto out;
+        }
     }
     NestCols c;
     for (int k = 0; k < 4; k++) {
         c.key[k] = (const int64_t *)b[2 * k].buf;
-        c.kv[k] = (const unsigned char *)b[2 * k + 1].buf;
+        c.kv[k] = b[2 * k + 1].obj ? (const unsigned char *)b[2 * k + 1].buf : NULL;
     }
     c.start = b[8].buf; c.end = b[9].buf; c.id = b[10].buf;
     size_t m = n ? (size_t)n : 1;

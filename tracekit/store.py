@@ -64,6 +64,10 @@ ROW_GROUP_SIZE = 32768
 # events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
 # always the SQL (tests compare the two)
 NATIVE_NESTING = True
+# ... written back in UPDATEs of this many rows: one UPDATE joining all rows of a big source
+# spills under the conversion's memory cap (the 10x replica's 2.3 M events: 9.8 s; 0.8 s in
+# slices; 0.7 s uncapped, which held 240 MB more)
+NEST_UPDATE_ROWS = 262_144
 
 
 @dataclass
@@ -376,12 +380,13 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
         _derive_nesting_sql(con, source_id)
 
 
-def _int64_buffers(arr: pa.Array) -> tuple[memoryview, memoryview]:
-    """An integer column as (int64 values with 0 for NULL, one validity byte per row)."""
-    vals = pc.fill_null(arr, 0).cast(pa.int64())
-    valid = pc.is_valid(arr).cast(pa.uint8())
-    return (memoryview(vals.buffers()[1])[vals.offset * 8:(vals.offset + len(vals)) * 8],
-            memoryview(valid.buffers()[1])[valid.offset:valid.offset + len(valid)])
+def _int64_buffers(arr: pa.Array) -> tuple:
+    """An integer column as (int64 values, Arrow validity bitmap or None), both at offset 0."""
+    arr = arr.cast(pa.int64())
+    if arr.offset:
+        arr = pa.concat_arrays([pa.array([], pa.int64()), arr])  # a copy at offset 0
+    validity, values = arr.buffers()
+    return values, (validity if arr.null_count else None)
 
 
 def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
@@ -403,13 +408,20 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
         "depth": pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]),
         "parent_id": pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid),
                                                             pa.py_buffer(parent)])})
-    con.register("__tk_fix", fix)
-    try:
-        con.execute("""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
-                       FROM __tk_fix AS f WHERE e.source_id = $sid AND e.event_id = f.event_id""",
-                    {"sid": source_id})
-    finally:
-        con.unregister("__tk_fix")
+    del tbl, cols, args
+    fix = fix.sort_by("event_id")  # updated in slices of NEST_UPDATE_ROWS rows
+    for off in range(0, n, NEST_UPDATE_ROWS):
+        part = fix.slice(off, NEST_UPDATE_ROWS)
+        ids = part.column("event_id")
+        con.register("__tk_fix", part)
+        try:
+            con.execute("""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
+                           FROM __tk_fix AS f WHERE e.source_id = $sid AND e.event_id = f.event_id
+                           AND e.event_id BETWEEN $lo AND $hi""",
+                        {"sid": source_id, "lo": ids[0].as_py(), "hi": ids[-1].as_py()})
+        finally:
+            con.unregister("__tk_fix")
+
 
 
 def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
