@@ -2,19 +2,20 @@
  * same results (used where this module is not built: no C compiler at install).
  *
  * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto.py, `_scanned`).
+ * kineto_flows: its flow rule (`KinetoAdapter._flow_rows`) on the scanned columns.
  * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
  *
- * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into columns
- * (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain shape
- * that the Python rules convert column-wise.  It is strict on purpose: anything unusual (a
- * key outside the Chrome-trace event fields, a pid given as text, a ts with sub-ns digits or an
- * exponent, a phase it does not route, a B/E pair, a missing or negative dur on an 'X' event,
- * invalid UTF-8, an id beyond int64, any JSON error) makes it return None, having changed
- * nothing, and the chunk goes the Python way.  So it never has rules of its own: for every chunk
- * it accepts, its columns equal what the Python reader derives (tests/test_kineto_scan.py
- * converts every real trace both ways and compares the tables).
+ * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into
+ * columns (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain
+ * shape that the Python rules convert column-wise.  It is strict on purpose: anything unusual
+ * (a key outside the Chrome-trace event fields, an id or args field of another type, a ts with
+ * sub-ns digits or an exponent, a phase it does not route, a B/E pair, a missing or negative
+ * dur on an 'X' event, invalid UTF-8, an id beyond int64, any JSON error) makes it return None,
+ * having changed nothing, and the chunk goes the Python way.  So it never has rules of its own:
+ * for every chunk it accepts, its columns equal what the Python reader derives
+ * (tests/test_kineto_scan.py converts every real trace both ways and compares the tables).
  *
- * Returned tuple: (n, ph, i64_columns, i64_validity, str_columns, has_events)
+ * Returned tuple: (n, ph, i64_columns, i64_validity, str_columns)
  *   ph            bytes[n], the phase letter of each event
  *   i64_columns   tuple of bytes (int64[n] each), in the order of I64_NAMES below
  *   i64_validity  tuple of bytes (Arrow validity bitmaps) or None where all are valid

@@ -129,7 +129,7 @@ class Store:
             self._check_version()
         if not read_only:
             _create_tables(self._con)
-        self._views: set | bool = set()  # the views created so far; True: all (`con`)
+        self._views: set[str] = set()  # the views created so far
 
     def _check_version(self) -> None:
         try:
@@ -152,19 +152,14 @@ class Store:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection, with every view of sql/ registered."""
-        if self._views is not True:
-            views.register(self._con, [n for n in views.referenced(" ".join(v.name for v in views.all_views()))
-                                       if n not in self._views])
-            self._views = True
-        return self._con
+        return self._for(" ".join(v.name for v in views.all_views()))  # a text naming them all
 
     def _for(self, query: str) -> duckdb.DuckDBPyConnection:
         """The connection, with the views that the query names registered."""
-        if self._views is not True:
-            need = [n for n in views.referenced(query) if n not in self._views]
-            if need:
-                views.register(self._con, need)
-                self._views.update(need)
+        need = [n for n in views.referenced(query) if n not in self._views]
+        if need:
+            views.register(self._con, need)
+            self._views.update(need)
         return self._con
 
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
@@ -421,7 +416,6 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
                         {"sid": source_id, "lo": ids[0].as_py(), "hi": ids[-1].as_py()})
         finally:
             con.unregister("__tk_fix")
-
 
 
 def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:

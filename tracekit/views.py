@@ -95,22 +95,13 @@ def referenced(query: str) -> list[str]:
     return out
 
 
-def register(con: duckdb.DuckDBPyConnection, names: list[str] | None = None) -> None:
-    """Create every view (or those named, in the order given: see `referenced`); views may use
-    each other (resolved by retrying in dependency order)."""
+def register(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+    """Create the views named, in the order given (each after the views it uses: see
+    `referenced`)."""
     by_name = {v.name: v for v in all_views()}
-    pending = list(all_views()) if names is None else [by_name[n] for n in names]
-    while pending:
-        failed = []
-        for v in pending:
-            try:
-                con.execute(v.sql)
-            except (duckdb.CatalogException, duckdb.BinderException):
-                failed.append(v)  # may depend on a view not created yet
-        if len(failed) == len(pending):
-            v = failed[0]
-            try:
-                con.execute(v.sql)
-            except duckdb.Error as e:
-                raise RuntimeError(f"{v.path}: {str(e).splitlines()[0]}") from None
-        pending = failed
+    for name in names:
+        v = by_name[name]
+        try:
+            con.execute(v.sql)
+        except duckdb.Error as e:
+            raise RuntimeError(f"{v.path}: {str(e).splitlines()[0]}") from None

@@ -2,19 +2,20 @@
 
 Reading strategy (memory: the input blocks in flight plus one chunk, whatever the trace size):
 
-* The file is read, and inflated (by ISA-L where its wheel installs, else zlib), in blocks by a
-  background thread (inflating lets the other core work meanwhile).  The top-level keys before ``traceEvents`` are decoded as raw JSON values; the
-  events array is cut into chunks of a few MB at event boundaries (``},`` + newline: a JSON
-  string cannot hold a raw newline, and a cut inside an event leaves its brackets unbalanced, so
-  the chunk fails to decode and is extended instead); the keys after the array are read at the end.
-* Each chunk is read by the compiled scanner (``tracekit/_native.c``, built at install where a C compiler
-  is found) straight into Arrow columns (``args`` kept as raw JSON text), and routed with Arrow
-  compute (`_scanned`).  The scanner accepts only the shapes that the rules below take
-  column-wise and declines any other chunk, which then goes the Python way: decoded in one
+* The file is read, and inflated (by ISA-L where its wheel installs, else zlib), in blocks by
+  a background thread (inflating lets the other core work meanwhile).  The top-level keys
+  before ``traceEvents`` are decoded as raw JSON values; the events array is cut into chunks of
+  a few MB at event boundaries (``},`` + newline: a JSON string cannot hold a raw newline, and a
+  cut inside an event leaves its brackets unbalanced, so the chunk fails to decode and is
+  extended instead); the keys after the array are read at the end.
+* Each chunk is read by the compiled scanner (``tracekit/_native.c``, built at install where a
+  C compiler is found) straight into Arrow columns (``args`` kept as raw JSON text), and routed
+  with Arrow compute (`_scanned`).  The scanner accepts only the shapes that the rules below
+  take column-wise and declines any other chunk, which then goes the Python way: decoded in one
   msgspec call into small typed structs, ``args`` kept as raw text, the ``args`` fields that
   map to columns decoded in one call per table, rows routed and built as Arrow columns
   (`_columnar`).  Both give the same rows (tests/test_kineto_scan.py); without the scanner
-  (``TRACEKIT_KINETO_SCAN=0``, or no compiler at install) large traces read ~1.6x slower.
+  (``TRACEKIT_KINETO_SCAN=0``, or no compiler at install) large traces read ~1.5x slower.
 * A document that does not look like that (one line of JSON, say) is read whole and cut into
   chunks of its event slices.  A chunk whose events have unusual shapes (fields of other types,
   B/E pairs, invalid UTF-8) is converted event by event, with the same rules.
@@ -645,12 +646,17 @@ class KinetoAdapter(Adapter):
         is_x = pc.equal(phs, ord("X"))
         xs = pc.indices_nonzero(is_x)
         groups = []  # (cat, table, kind, indices into the chunk), in order of first appearance
+        mark = pc.is_in(phs, value_set=_INSTANT_PHASES)  # the rows of `events`, for their ids
         if len(xs):
             enc = c["cat"].take(xs).dictionary_encode(null_encoding="encode")
             for k, cat in enumerate(enc.dictionary.to_pylist()):
                 table, kind = _CAT.get((cat or "").lower(), ("events", None))
                 ci = xs.take(pc.indices_nonzero(pc.equal(enc.indices, k))) if len(enc.dictionary) > 1 else xs
                 groups.append((cat, table, kind, ci))
+            codes = [k for k, g in enumerate(groups) if g[1] == "events"]
+            if codes:
+                mark = pc.replace_with_mask(mark, is_x, pc.is_in(
+                    enc.indices, value_set=pa.array(codes, enc.indices.type)))
         textual = c["text_pid_tid"]
         has_text = pc.max(textual).as_py() == 1
 
@@ -683,9 +689,9 @@ class KinetoAdapter(Adapter):
             fi = pa.array(flows, pa.int64())
             fph = bytes(ph[i] for i in flows)
             if flow_evs is None:  # in C, on the columns
-                enc = c["cat"].take(fi).dictionary_encode()
-                lower = [(x or "").lower() or "flow" for x in enc.dictionary.to_pylist()] + ["flow"]
-                kinds = [lower[k] for k in enc.indices.fill_null(len(lower) - 1).to_pylist()]
+                fenc = c["cat"].take(fi).dictionary_encode()
+                lower = [(x or "").lower() or "flow" for x in fenc.dictionary.to_pylist()] + ["flow"]
+                kinds = [lower[k] for k in fenc.indices.fill_null(len(lower) - 1).to_pylist()]
                 cols = [c[k].take(fi) for k in ("id", "pid", "tid")] + [ts.take(fi)]
                 bufs = []
                 for a in cols[:3]:
@@ -697,12 +703,6 @@ class KinetoAdapter(Adapter):
                 self._flows(b, list(fph.decode()), c["cat"].take(fi).to_pylist(),
                             c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
         # event ids: one per `events` row, in input order
-        mark = pc.is_in(phs, value_set=_INSTANT_PHASES)
-        if any(table == "events" for _, table, _, _ in groups):
-            enc = c["cat"].dictionary_encode(null_encoding="encode")
-            codes = [k for k, cat in enumerate(enc.dictionary.to_pylist())
-                     if _CAT.get((cat or "").lower(), ("events", None))[0] == "events"]
-            mark = pc.or_(mark, pc.and_(is_x, pc.is_in(enc.indices, value_set=pa.array(codes, enc.indices.type))))
         cum = pc.cumulative_sum(mark.cast(pa.int64()))
         base = self._event_id - 1
         self._event_id += cum[-1].as_py()
