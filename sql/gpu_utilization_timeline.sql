@@ -2,8 +2,9 @@
 --
 -- Definition: the device window of `gpu_utilization` is cut into buckets of bucket_ns
 -- (parameter; default: window_ns / 100 rounded up, so about 100 buckets per device); for each
--- bucket, busy_ns = overlap of the bucket with the `gpu_busy` periods. The last bucket may be
--- shorter (bucket_end_ns is clipped to the window end).
+-- bucket, busy_ns = overlap of the bucket with the `gpu_busy` periods (0 for a bucket that no
+-- busy period touches). The last bucket may be shorter (bucket_end_ns is clipped to the window
+-- end).
 -- Parameters: bucket_ns.
 --
 -- Columns:
@@ -26,15 +27,20 @@ buckets AS (
            least(w.window_start_ns + (r.bucket + 1) * w.bucket_ns, w.window_end_ns) AS bucket_end_ns
     FROM w, LATERAL (SELECT range AS bucket
                      FROM range(0, (w.window_end_ns - w.window_start_ns + w.bucket_ns - 1) // w.bucket_ns)) r
+),
+bucket_busy AS (  -- busy time per bucket, from the busy periods that overlap it (inner join:
+                  -- a bucket with no busy period has no row here and is 0 below)
+    SELECT b.source_id, b.device_id, b.bucket,
+           sum(least(g.end_ns, b.bucket_end_ns) - greatest(g.start_ns, b.bucket_start_ns)) AS busy_ns
+    FROM buckets b
+    JOIN gpu_busy g
+      ON g.source_id = b.source_id AND g.device_id = b.device_id
+     AND g.start_ns < b.bucket_end_ns AND g.end_ns > b.bucket_start_ns
+    GROUP BY ALL
 )
 SELECT b.source_id, b.device_id, b.bucket, b.bucket_start_ns, b.bucket_end_ns,
-       coalesce(sum(least(g.end_ns, b.bucket_end_ns) - greatest(g.start_ns, b.bucket_start_ns)), 0)::BIGINT
-           AS busy_ns,
-       100.0 * coalesce(sum(least(g.end_ns, b.bucket_end_ns) - greatest(g.start_ns, b.bucket_start_ns)), 0)
-           / (b.bucket_end_ns - b.bucket_start_ns) AS utilization_pct
+       coalesce(o.busy_ns, 0)::BIGINT AS busy_ns,
+       100.0 * coalesce(o.busy_ns, 0) / (b.bucket_end_ns - b.bucket_start_ns) AS utilization_pct
 FROM buckets b
-LEFT JOIN gpu_busy g
-  ON g.source_id = b.source_id AND g.device_id = b.device_id
- AND g.start_ns < b.bucket_end_ns AND g.end_ns > b.bucket_start_ns
-GROUP BY b.source_id, b.device_id, b.bucket, b.bucket_start_ns, b.bucket_end_ns
+LEFT JOIN bucket_busy o USING (source_id, device_id, bucket)
 ORDER BY b.source_id, b.device_id, b.bucket;

@@ -1,6 +1,7 @@
 -- host_syncs: every host API call that blocks its thread until GPU work finishes.
 --
--- Definition: an `api_calls` row is synchronizing when
+-- Definition (the rule is `tk_sync_calls()` of sql/lib/host_calls.sql): an `api_calls` row is
+-- synchronizing when
 --   * kind 'explicit': its name is a device/stream/event/context synchronize call
 --     (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, cudaStreamQuery is
 --     NOT included; cu{Ctx,Stream,Event}Synchronize; hip{Device,Stream,Event}Synchronize), or
@@ -35,26 +36,7 @@
 --   gpu_ops_waited  BIGINT   GPU ops of this process that ended during the call
 --   last_gpu_op     VARCHAR  name of the last of them to end
 CREATE OR REPLACE VIEW host_syncs AS
-WITH pageable AS (
-    SELECT DISTINCT source_id, pid, correlation_id FROM memops
-    WHERE kind = 'memcpy' AND copy_kind = 'DtoH' AND dst_kind = 'pageable'
-),
-calls AS (
-    SELECT * FROM (
-        SELECT a.source_id, a.pid, a.tid, a.name, a.start_ns, a.end_ns, a.dur_ns, a.correlation_id,
-               CASE
-                 WHEN regexp_matches(a.name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
-                   OR regexp_matches(a.name, '^cu(Ctx|Stream|Event)Synchronize$') THEN 'explicit'
-                 WHEN regexp_matches(a.name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
-                   OR regexp_matches(a.name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$') THEN 'blocking_copy'
-                 WHEN p.correlation_id IS NOT NULL THEN 'pageable_copy'
-               END AS kind
-        FROM api_calls a
-        LEFT JOIN pageable p
-          ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
-         AND (p.pid IS NULL OR p.pid = a.pid)
-    ) WHERE kind IS NOT NULL
-),
+WITH calls AS (SELECT * FROM tk_sync_calls()),  -- the rule: sql/lib/host_calls.sql
 keys AS (SELECT DISTINCT source_id, pid, tid, start_ns, end_ns FROM calls),
 -- call_site. An enclosing range has length >= the call's and starts at most its length before
 -- the call: ranges are bucketed by level = floor(log2(length)) + 1 (2^level > length) and

@@ -10,18 +10,32 @@
 -- stream, then name); `after_*` the operation that starts at end_ns (of several, the one that
 -- ends first).
 --
--- cause (first that applies), from the launch of the operation after the gap (`gpu_launches`):
---   sync_wait    the next operation was launched after the gap began, and a synchronizing
---                host call of the launching process (`host_syncs`: explicit synchronize,
---                blocking copy, copy into pageable memory — what .item(), .cpu() do) overlaps
---                the gap: the host waited for the GPU to drain and only then issued more work.
---                (A sync that overlaps gaps between ops launched before it, e.g. inside a CUDA
---                graph, is not their cause.)
---   host_wait    the launch call of the next operation started after the gap began: the GPU
---                waited for the CPU (launch-bound; CUDA graphs or fusion help).
---   kernel_wait  the next operation was already launched, and the gap is shorter than the
---                parameter kernel_wait_ns (default 30000 ns = HTA's 30 µs): launch overhead
---                between back-to-back kernels.
+-- cause: what the host was doing while the GPU sat idle. When the launch call of the operation
+-- after the gap (`gpu_launches`' link) started after the gap began, the host was late, and the
+-- gap's time is split by what the launching process did meanwhile:
+--   sync_ns      the GPU drained while the process was blocked in a synchronizing call
+--                (`tk_sync_calls()`, sql/lib/host_calls.sql: explicit synchronize, blocking
+--                copy, copy into pageable memory -- what .item(), .cpu() do) that started before
+--                the gap and ended at or after its start: the host had waited for exactly this
+--                drain, and then had to launch the next work from an empty queue. The part of the
+--                gap put on the sync is at most the time the host spent blocked in that call
+--                (had it not waited, it could have done that much of its later work while the
+--                GPU was still busy): least(dur_ns - compile_ns, sync end - sync start). A short
+--                sync before a long pause (start-up, a data-loader wait) is not the pause's cause.
+--   compile_ns   the time of the gap covered by the process's loading or compiling of GPU code
+--                (`tk_compile_intervals()`: cuLibraryLoadData, cuModuleLoadData ... calls, and
+--                the time from opening NVRTC to loading what it built): runtime compilation,
+--                e.g. a new cuDNN / Triton kernel for a new shape. (Kineto traces record neither
+--                module loads nor library opens: there, such time is host_wait.)
+--   the rest     dur_ns - sync_ns - compile_ns: the host was running its own code and launching.
+-- and cause is the largest of the three (ties in this order):
+--   sync_wait        sync_ns
+--   runtime_compile  compile_ns (CUDA graphs would not help: warm up every shape instead)
+--   host_wait        the rest: the GPU waited for the CPU (launch-bound; CUDA graphs or fusion
+--                    help)
+-- Otherwise (the next operation was already launched when the gap began; sync_ns = compile_ns = 0):
+--   kernel_wait  the gap is shorter than the parameter kernel_wait_ns (default 30000 ns = HTA's
+--                30 µs): launch overhead between back-to-back kernels.
 --   other        anything else: the next op was launched before the gap but waited longer
 --                (cross-stream dependencies, events, graph internals), or its launch is
 --                not in the trace.
@@ -35,11 +49,10 @@
 -- in that order (NULLs last), so the closing operation comes out of the same running maximum
 -- (of end * 2^40 - number: the latest end, then the lowest stream, then the lowest name); for
 -- scope 'stream' of a NULL stream it is looked up on the whole device, as for scope 'device'.
--- The launch call and the sync test are looked up once per operation, not per gap: per process,
--- the latest end among the synchronizing calls started before the operation starts (ASOF join).
--- The synchronizing calls are the rows of `host_syncs`, selected with its rule here (that view
--- also computes call sites and waited-for ops, which are not needed). Names (operation and API)
--- travel as numbers and are put back after the sort.
+-- The launch call is looked up once per operation; the sync test once per late gap: per process,
+-- the synchronizing call with the latest end among those started before the gap (ASOF join on
+-- a running maximum). The compile intervals of a process are merged into disjoint intervals first.
+-- Names (operation and API) travel as numbers and are put back after the sort.
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
 -- Columns:
@@ -50,7 +63,7 @@
 --   start_ns       BIGINT   gap start = end of the preceding busy period, ns
 --   end_ns         BIGINT   gap end = start of the next operation, ns
 --   dur_ns         BIGINT   end_ns - start_ns (> 0)
---   cause          VARCHAR  'sync_wait', 'host_wait', 'kernel_wait' or 'other'
+--   cause          VARCHAR  'sync_wait', 'runtime_compile', 'host_wait', 'kernel_wait' or 'other'
 --   before_kind    VARCHAR  kind of the operation before the gap ('kernel', 'memcpy', 'memset')
 --   before_name    VARCHAR  its name
 --   before_stream  BIGINT   its stream
@@ -59,6 +72,8 @@
 --   after_stream   BIGINT   its stream
 --   after_api      VARCHAR  the API call that launched the operation after the gap (NULL if unknown)
 --   launch_lag_ns  BIGINT   after-op launch call start minus gap start (> 0 = CPU was late)
+--   sync_ns        BIGINT   part of the gap put on a synchronizing call (see cause), ns
+--   compile_ns     BIGINT   part of the gap covered by code loading / compiling calls, ns
 CREATE OR REPLACE VIEW idle_gaps AS
 WITH combos AS MATERIALIZED (  -- (stream, name, kind) of the ops, numbered in that order (NULLs last)
     SELECT stream_id, name, kind,
@@ -75,36 +90,32 @@ launches AS (  -- one launch call per (source, pid, correlation)
     FROM api_calls a LEFT JOIN api_names n USING (name)
     WHERE correlation_id IS NOT NULL GROUP BY ALL
 ),
-pageable AS (
-    SELECT DISTINCT source_id, pid, correlation_id FROM memops
-    WHERE kind = 'memcpy' AND copy_kind = 'DtoH' AND dst_kind = 'pageable'
-),
-sync_calls AS (  -- the rows of host_syncs (its rule; a call may repeat, which the max below ignores)
-    SELECT a.source_id, a.pid, a.start_ns, a.end_ns
-    FROM api_calls a
-    LEFT JOIN pageable p
-      ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
-     AND (p.pid IS NULL OR p.pid = a.pid)
-    WHERE (suffix(a.name, 'Synchronize')
-           AND (regexp_matches(a.name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
-                OR regexp_matches(a.name, '^cu(Ctx|Stream|Event)Synchronize$')))
-       OR (contains(a.name, 'Memcpy')
-           AND (regexp_matches(a.name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
-                OR regexp_matches(a.name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$')))
-       OR p.correlation_id IS NOT NULL
-),
-syncs AS (  -- sync calls per process (any_pid: of all processes): latest end among the calls started up to start_ns
-    SELECT *, max(end_ns) OVER (PARTITION BY source_id, any_pid, pid ORDER BY start_ns
-                                ROWS UNBOUNDED PRECEDING) AS until_ns
+syncs AS (  -- sync calls per process (any_pid: of all processes), by start: the latest end so far
+            -- and the start of the call that has it
+    SELECT source_id, any_pid, pid, start_ns,
+           max(end_ns) OVER w AS until_ns, arg_max(start_ns, end_ns) OVER w AS until_start_ns
     FROM (SELECT h.source_id, v.any_pid, CASE WHEN v.any_pid THEN 0 ELSE h.pid END AS pid, h.start_ns,
                  max(h.end_ns) AS end_ns
-          FROM sync_calls h CROSS JOIN (VALUES (false), (true)) v(any_pid)
+          FROM tk_sync_calls() h CROSS JOIN (VALUES (false), (true)) v(any_pid)
           WHERE v.any_pid OR h.pid IS NOT NULL
           GROUP BY ALL)
+    WINDOW w AS (PARTITION BY source_id, any_pid, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
+),
+compiles AS (  -- the compile intervals of each process, merged into disjoint intervals
+    SELECT source_id, pid, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (SELECT *, sum(CASE WHEN start_ns > prev_end THEN 1 ELSE 0 END)
+                        OVER (PARTITION BY source_id, pid ORDER BY start_ns, end_ns
+                              ROWS UNBOUNDED PRECEDING) AS grp
+          FROM (SELECT source_id, pid, start_ns, end_ns,
+                       coalesce(max(end_ns) OVER (PARTITION BY source_id, pid ORDER BY start_ns, end_ns
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                -1) AS prev_end
+                FROM tk_compile_intervals() WHERE end_ns > start_ns))
+    GROUP BY source_id, pid, grp
 ),
 ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch call and the sync calls before it
     SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, c.cid,
-           l.api_start_ns, l.api_id, s.until_ns AS sync_until
+           l.api_start_ns, l.api_id, l.pid AS api_pid
     FROM gpu_activity a
     JOIN combos c
       ON c.stream_id IS NOT DISTINCT FROM a.stream_id AND c.name IS NOT DISTINCT FROM a.name
@@ -112,13 +123,10 @@ ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch c
     LEFT JOIN launches l
       ON l.source_id = a.source_id AND l.correlation_id = a.correlation_id
      AND (a.pid IS NULL OR l.pid = a.pid)
-    ASOF LEFT JOIN syncs s
-      ON s.source_id = a.source_id AND s.any_pid = (l.pid IS NULL)
-     AND s.pid = coalesce(l.pid, 0) AND a.start_ns > s.start_ns
     WHERE a.device_id IS NOT NULL
 ),
 dev AS (
-    SELECT source_id, device_id, start_ns, cid, api_start_ns, api_id, sync_until,
+    SELECT source_id, device_id, start_ns, cid, api_start_ns, api_id, api_pid,
            max(end_ns) OVER w AS until_ns,
            max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
     FROM ops
@@ -126,7 +134,7 @@ dev AS (
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 str AS (
-    SELECT source_id, device_id, stream_id, start_ns, cid, api_start_ns, api_id, sync_until,
+    SELECT source_id, device_id, stream_id, start_ns, cid, api_start_ns, api_id, api_pid,
            max(end_ns) OVER w AS until_ns,
            max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
     FROM ops
@@ -139,37 +147,62 @@ null_before AS (  -- scope 'stream', NULL stream: the closing op is looked up on
     WHERE (source_id, device_id) IN (SELECT source_id, device_id FROM ops WHERE stream_id IS NULL)
     GROUP BY ALL
 ),
-gaps AS (
+gaps AS MATERIALIZED (
     SELECT source_id, 'device' AS scope, device_id, NULL::BIGINT AS stream_id, until_ns AS start_ns,
            start_ns AS end_ns, (until_ns * 1099511627776::HUGEINT - key)::BIGINT AS before_cid, cid AS after_cid,
-           api_start_ns, api_id, sync_until
+           api_start_ns, api_id, api_pid
     FROM dev WHERE until_ns < start_ns
     UNION ALL
     SELECT s.source_id, 'stream', s.device_id, s.stream_id, s.until_ns, s.start_ns,
            CASE WHEN s.stream_id IS NULL THEN nb.cid ELSE (s.until_ns * 1099511627776::HUGEINT - s.key)::BIGINT END,
-           s.cid, s.api_start_ns, s.api_id, s.sync_until
+           s.cid, s.api_start_ns, s.api_id, s.api_pid
     FROM str s
     LEFT JOIN null_before nb
       ON s.stream_id IS NULL AND nb.source_id = s.source_id AND nb.device_id = s.device_id
      AND nb.end_ns = s.until_ns
     WHERE s.until_ns < s.start_ns
 ),
+late AS (  -- gaps whose next op was launched after the gap began: what the host did meanwhile
+    SELECT g.source_id, g.scope, g.device_id, g.stream_id, g.start_ns,
+           CASE WHEN s.until_ns >= g.start_ns THEN s.until_ns - s.until_start_ns END AS blocked_ns,
+           coalesce((SELECT sum(least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns))
+                     FROM compiles c
+                     WHERE c.source_id = g.source_id AND c.pid = g.api_pid
+                       AND c.start_ns < g.end_ns AND c.end_ns > g.start_ns), 0) AS compile_ns
+    FROM gaps g
+    ASOF LEFT JOIN syncs s
+      ON s.source_id = g.source_id AND s.any_pid = (g.api_pid IS NULL)
+     AND s.pid = coalesce(g.api_pid, 0) AND g.start_ns > s.start_ns
+    WHERE g.api_start_ns > g.start_ns
+),
+parts AS (
+    SELECT g.*, g.end_ns - g.start_ns AS dur_ns, l.source_id IS NOT NULL AS is_late,
+           coalesce(l.compile_ns, 0)::BIGINT AS compile_ns,
+           coalesce(CASE WHEN l.blocked_ns IS NOT NULL  -- (least() would skip a NULL)
+                         THEN least(g.end_ns - g.start_ns - l.compile_ns, l.blocked_ns) END, 0)::BIGINT AS sync_ns
+    FROM gaps g
+    LEFT JOIN late l
+      ON l.source_id = g.source_id AND l.scope = g.scope AND l.device_id = g.device_id
+     AND l.stream_id IS NOT DISTINCT FROM g.stream_id AND l.start_ns = g.start_ns
+),
 result AS (
-    SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, end_ns - start_ns AS dur_ns,
+    SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns,
            CASE
-             WHEN api_start_ns > start_ns AND sync_until > start_ns THEN 'sync_wait'
-             WHEN api_start_ns > start_ns THEN 'host_wait'
+             WHEN is_late AND sync_ns > 0 AND sync_ns >= compile_ns
+              AND sync_ns >= dur_ns - sync_ns - compile_ns THEN 'sync_wait'
+             WHEN is_late AND compile_ns > 0 AND compile_ns >= dur_ns - sync_ns - compile_ns THEN 'runtime_compile'
+             WHEN is_late THEN 'host_wait'
              WHEN api_start_ns IS NOT NULL
-              AND end_ns - start_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
+              AND dur_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
              ELSE 'other'
            END AS cause,
-           before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns
-    FROM gaps
+           before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns, sync_ns, compile_ns
+    FROM parts
     ORDER BY source_id, scope, device_id, stream_id, start_ns
 )
 SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns, cause,
        c[before_cid].kind AS before_kind, c[before_cid].name AS before_name, c[before_cid].stream_id AS before_stream,
        c[after_cid].kind AS after_kind, c[after_cid].name AS after_name, c[after_cid].stream_id AS after_stream,
-       an[api_id] AS after_api, launch_lag_ns
+       an[api_id] AS after_api, launch_lag_ns, sync_ns, compile_ns
 FROM result, (SELECT coalesce(list({'kind': kind, 'name': name, 'stream_id': stream_id} ORDER BY cid), []) AS c FROM combos),
      (SELECT coalesce(list(name ORDER BY api_id), []) AS an FROM api_names);

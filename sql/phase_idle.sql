@@ -8,9 +8,10 @@
 --   busy_ns       = length of (union ∩ `gpu_busy` periods of the device): any operation of any
 --                   stream running, whoever launched it
 --   <cause>_ns    = length of (union ∩ `idle_gaps` of scope 'device' with that cause): host_wait
---                   (GPU waited for the CPU to launch: launch-bound), sync_wait (host blocked in
---                   a synchronizing call), kernel_wait, other; see `idle_gaps`
---   outside_ns    = span_ns - busy_ns - the four causes: idle time before the device's first or
+--                   (GPU waited for the CPU to launch: launch-bound), sync_wait (the GPU drained
+--                   while the host was blocked in a synchronizing call), runtime_compile (the
+--                   host was loading / compiling GPU code), kernel_wait, other; see `idle_gaps`
+--   outside_ns    = span_ns - busy_ns - the five causes: idle time before the device's first or
 --                   after its last operation, which no `idle_gaps` row covers
 --   utilization_pct = 100 * busy_ns / span_ns; host_wait_pct = 100 * host_wait_ns / span_ns
 -- The op counts are over `phase_ops` of the phase on the device (nested ranges of one phase name
@@ -20,7 +21,7 @@
 -- found through buckets of the span's start per length class, and the gap that contains a span
 -- start through buckets of the gap's own start per length class. gpu_busy's periods are exactly
 -- the device's activity window [first op start, last op end] less its idle_gaps (both come from
--- the same merge of the ops), so busy_ns = (span inside that window) - (the four causes). The op
+-- the same merge of the ops), so busy_ns = (span inside that window) - (the five causes). The op
 -- counts are summed per launch call first, then per device (the phase carried as a number, its
 -- rank in (source, phase, category) order, and put back last); a gap is counted once by leaving
 -- out its overlaps with a span interval after the first. The rows of phase_instances and
@@ -41,6 +42,7 @@
 --   idle_ns          BIGINT   span_ns - busy_ns
 --   host_wait_ns     BIGINT   idle inside the span with cause host_wait, ns
 --   sync_wait_ns     BIGINT   idle with cause sync_wait, ns
+--   runtime_compile_ns BIGINT idle with cause runtime_compile, ns
 --   kernel_wait_ns   BIGINT   idle with cause kernel_wait, ns
 --   other_ns         BIGINT   idle with cause other, ns
 --   outside_ns       BIGINT   idle outside the device's activity window, ns
@@ -164,6 +166,7 @@ idle AS (
     SELECT source_id, phase, category, device_id, count(*) - count(*) FILTER (WHERE repeat) AS gaps,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'host_wait')::BIGINT AS host_wait_ns,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'sync_wait')::BIGINT AS sync_wait_ns,
+           sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'runtime_compile')::BIGINT AS runtime_compile_ns,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'kernel_wait')::BIGINT AS kernel_wait_ns,
            sum(least(e, end_ns) - greatest(s, start_ns)) FILTER (WHERE cause = 'other')::BIGINT AS other_ns
     FROM idle_pairs
@@ -176,8 +179,8 @@ busy AS (  -- the busy time is the span inside the device's window less its idle
     FROM u
     JOIN dw w ON w.source_id = u.source_id AND w.device_id = u.device_id
     LEFT JOIN (SELECT source_id, phase, category, device_id,
-                      coalesce(host_wait_ns, 0) + coalesce(sync_wait_ns, 0) + coalesce(kernel_wait_ns, 0)
-                          + coalesce(other_ns, 0) AS idle_ns
+                      coalesce(host_wait_ns, 0) + coalesce(sync_wait_ns, 0) + coalesce(runtime_compile_ns, 0)
+                          + coalesce(kernel_wait_ns, 0) + coalesce(other_ns, 0) AS idle_ns
                FROM idle) i
       ON i.source_id = u.source_id AND i.phase = u.phase AND i.category = u.category
      AND i.device_id = u.device_id
@@ -210,9 +213,11 @@ ops AS (
 SELECT s.source_id, s.phase, s.category, s.device_id, n.instances, n.wall_ns, s.span_ns,
        coalesce(b.busy_ns, 0) AS busy_ns, s.span_ns - coalesce(b.busy_ns, 0) AS idle_ns,
        coalesce(i.host_wait_ns, 0) AS host_wait_ns, coalesce(i.sync_wait_ns, 0) AS sync_wait_ns,
+       coalesce(i.runtime_compile_ns, 0) AS runtime_compile_ns,
        coalesce(i.kernel_wait_ns, 0) AS kernel_wait_ns, coalesce(i.other_ns, 0) AS other_ns,
        s.span_ns - coalesce(b.busy_ns, 0) - coalesce(i.host_wait_ns, 0) - coalesce(i.sync_wait_ns, 0)
-           - coalesce(i.kernel_wait_ns, 0) - coalesce(i.other_ns, 0) AS outside_ns,
+           - coalesce(i.runtime_compile_ns, 0) - coalesce(i.kernel_wait_ns, 0) - coalesce(i.other_ns, 0)
+           AS outside_ns,
        coalesce(i.gaps, 0) AS gaps,
        100.0 * coalesce(b.busy_ns, 0) / nullif(s.span_ns, 0) AS utilization_pct,
        100.0 * coalesce(i.host_wait_ns, 0) / nullif(s.span_ns, 0) AS host_wait_pct,

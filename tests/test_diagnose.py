@@ -65,8 +65,11 @@ class Raw:
         out += [(ns(r["ts"]), ns(r["ts"] + r["dur"])) for c, r in self.by_corr.items() if c in pageable]
         return out
 
-    def gaps(self):
-        """Device gaps with the idle_gaps cause rule, re-implemented: [(start, end, cause)]."""
+    def gaps(self, with_sync=False):
+        """Device gaps with the idle_gaps cause rule, re-implemented: [(start, end, cause)]
+        (with_sync: [(start, end, cause, sync_ns)]). A late launch's gap is sync_wait when the
+        part put on the sync (at most the time the host was blocked in the sync, started before
+        the gap, that the GPU drained during) is the larger part; Kineto has no module loads."""
         syncs = self.syncs()
         ops = self.ops()
         busy_until = ops[0][1]
@@ -74,17 +77,42 @@ class Raw:
         for s, end, e in ops[1:]:
             if s > busy_until:
                 r = self.by_corr.get(e["args"].get("correlation"))
-                if any(a < s and b > busy_until for a, b in syncs):
-                    cause = "sync_wait"
-                elif r is not None and ns(r["ts"]) > busy_until:
-                    cause = "host_wait"
+                sync_ns = 0
+                if r is not None and ns(r["ts"]) > busy_until:
+                    before = [(b, a) for a, b in syncs if a < busy_until]
+                    if before:
+                        b, a = max(before)
+                        if b >= busy_until:
+                            sync_ns = min(s - busy_until, b - a)
+                    cause = "sync_wait" if sync_ns and 2 * sync_ns >= s - busy_until else "host_wait"
                 elif r is not None and s - busy_until < 30_000:
                     cause = "kernel_wait"
                 else:
                     cause = "other"
-                out.append((busy_until, s, cause))
+                out.append((busy_until, s, cause, sync_ns) if with_sync else (busy_until, s, cause))
             busy_until = max(busy_until, end)
         return out
+
+    def steady(self, min_repeats=3):
+        """The steady window (steady_state's rule, re-implemented): from the first to the last
+        instance of the annotations repeated >= min_repeats times with GPU work, clipped to the
+        device window; None without repeated steps."""
+        gpu_corr = defaultdict(list)
+        for g in self.gpu:
+            gpu_corr[g["args"].get("correlation")].append(g)
+        inst = defaultdict(list)
+        for a in self.annotations:
+            calls = [c for c in self.calls if c["tid"] == a["tid"] and c["pid"] == a["pid"]
+                     and ns(a["ts"]) <= ns(c["ts"]) < ns(a["ts"] + a["dur"])]
+            ops = [g for c in calls for g in gpu_corr.get(c["args"].get("correlation"), [])]
+            if ops:
+                end = max([ns(a["ts"] + a["dur"])] + [ns(g["ts"]) + ns(g["dur"]) for g in ops])
+                inst[re.sub(r"#[0-9]+$", "", a["name"])].append((ns(a["ts"]), end))
+        steps = [w for v in inst.values() if len(v) >= min_repeats for w in v]
+        if not steps:
+            return None
+        w0, w1 = self.window()
+        return max(w0, min(a for a, _ in steps)), min(w1, max(b for _, b in steps))
 
     def in_annotation(self, name):
         """Runtime calls made inside the annotations called `name` (same thread), per instance."""
@@ -136,16 +164,19 @@ def test_decode_b1_launch_bound(stores):
     raw = Raw(DECODE_B1)
     st = stores("b1", DECODE_B1)
     d = diag(st)
-    w0, w1 = raw.window()
+    # the steady state is the 8 decode steps; the prefill before them is not judged
+    w0, w1 = raw.steady()
+    assert (w0, w1) != raw.window() and w0 > raw.window()[0]
     gaps = raw.gaps()
-    host_wait = sum(e - s for s, e, c in gaps if c == "host_wait")
+    host_wait = intersect([[w0, w1]], [[s, e] for s, e, c in gaps if c == "host_wait"])
     f = one(d, "launch_bound", source_id=0)
     assert f.severity == "high" and f.of_ns == w1 - w0
     # ns rounding of float µs at a few hundred boundaries
     assert abs(f.time_ns - host_wait) <= 2 * len(gaps)
     assert f.share_pct == pytest.approx(100 * host_wait / (w1 - w0), abs=0.01)
     assert f.share_pct > 80
-    short = sum(1 for k in raw.kernels if (r := raw.by_corr.get(k["args"].get("correlation"))) and k["dur"] < r["dur"])
+    short = sum(1 for k in raw.kernels if (r := raw.by_corr.get(k["args"].get("correlation")))
+                and k["dur"] < r["dur"] and w0 <= ns(k["ts"]) < w1)
     assert abs(f.metrics["short_kernels"] - short) <= 3
     assert f.metrics["short_pct"] > 90
     # both phases are launch-bound on their own
@@ -157,31 +188,40 @@ def test_decode_b1_launch_bound(stores):
     assert st.rows(ev.query)[0][ev.columns.index("launched")] == len(raw.kernels)
     # and the GPU is mostly idle
     lu = one(d, "low_utilization", source_id=0)
-    busy = length(union([(s, e) for s, e, _ in raw.ops()]))
+    busy = intersect([[w0, w1]], union([(s, e) for s, e, _ in raw.ops()]))
     assert abs(lu.time_ns - ((w1 - w0) - busy)) <= 2 * len(raw.gpu)
+    # start-up (here: the prefill before the first repeated step) is reported, low, not judged
+    su = one(d, "startup", source_id=0)
+    assert su.severity == "low" and su.time_ns == w0 - raw.window()[0]
+    assert su.metrics["steps"] == 8 and su.metrics["step_phases"] == "decode_step"
     assert "launch_bound" in {x.code for x in d.findings} and "hot_kernel" not in {x.code for x in d.findings}
 
 
-def test_decode_b1_sync_stall_per_step(stores):
+def test_decode_b1_per_step_sync_is_not_the_cause(stores):
+    """decode_b1 reads the token back once per step (.cpu(): a pageable copy + a stream sync),
+    but the GPU is only slightly behind the CPU there: the host blocks ~50 µs per step, and the
+    ~0.4 ms gap after it is the next step's launch work. The gap's time put on the sync is at most
+    the time the host was blocked, so the verdict is launch_bound, not sync_stall (before: LOW
+    sync_stall of 3.6 ms, the whole gaps)."""
     raw = Raw(DECODE_B1)
-    d = diag(stores("b1", DECODE_B1))
-    f = one(d, "sync_stall", source_id=0)
-    gaps = raw.gaps()
-    sync_wait = sum(e - s for s, e, c in gaps if c == "sync_wait")
-    assert abs(f.time_ns - sync_wait) <= 2 * len(gaps) and sync_wait > 0
-    # every synchronizing call of the trace: explicit syncs + the pageable DtoH copies (.cpu())
+    st = stores("b1", DECODE_B1)
+    d = diag(st)
+    assert "sync_stall" not in d.codes(0)
+    gaps = raw.gaps(with_sync=True)
+    assert not [g for g in gaps if g[2] == "sync_wait"]
+    # the sync part of each gap, independently: 8 gaps after a step's sync, 0 elsewhere
+    want = sorted(g[3] for g in gaps if g[3])
+    got = sorted(r[0] for r in st.rows("select sync_ns from idle_gaps where scope = 'device' and sync_ns > 0"))
+    assert len(got) == len(want) >= 8 and all(abs(a - b) <= 2 for a, b in zip(got, want))
+    assert sum(got) < 0.2 * sum(e - s for s, e, c, x in gaps if x)
+    # every synchronizing call of the trace is still listed: explicit syncs + the pageable DtoH
+    # copies (.cpu()), one round trip per decode step
     n_sync = sum(1 for c in raw.calls if c["name"] in SYNC_NAMES) + len(
         [e for e in raw.gpu if e["cat"] == "gpu_memcpy" and "Pageable" in e["name"]])
-    assert f.metrics["calls"] == n_sync == 20
-    # one .cpu() round trip per step: each decode_step instance holds one pageable copy and one
-    # cudaStreamSynchronize
+    assert st.one("select count(*) from host_syncs") == n_sync == 20
     per_step = [sum(1 for c in calls if c["name"] in ("cudaStreamSynchronize", "cudaMemcpyAsync"))
                 for calls in raw.in_annotation("decode_step")]
     assert per_step == [2] * 8
-    assert f.phases["decode_step"]["instances"] == 8
-    assert f.phases["decode_step"]["calls"] == sum(per_step)
-    assert f.phases["decode_step"]["per_instance"] == 2
-    assert "pageable_copy" in f.summary
 
 
 def test_phase_scope_decode_step(stores):
@@ -196,8 +236,7 @@ def test_phase_scope_decode_step(stores):
     assert f.metrics["launched"] == len(kern) == 2808
     assert f.metrics["launch_calls"] == sum(1 for c in calls if c["args"].get("correlation") in
                                             {g["args"].get("correlation") for g in raw.gpu})
-    s = one(d, "sync_stall")
-    assert s.metrics["calls"] == 16  # 8 steps x (1 copy + 1 stream sync)
+    assert "sync_stall" not in d.codes()  # 8 steps x (1 copy + 1 stream sync), ~50 µs blocked each
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,7 +472,9 @@ def test_thresholds_override_and_view_params(stores):
     assert "transfer_bound" not in diag(st).codes()
     # a tiny threshold makes transfer_bound fire; its time is the memcpy time not under compute
     f = one(diag(st, thresholds={"transfer_pct": 0.001}), "transfer_bound")
-    cp = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.gpu if e["cat"] == "gpu_memcpy"])
+    w0, w1 = raw.steady()  # the copies of the steady window (not the prefill's)
+    cp = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.gpu
+                if e["cat"] == "gpu_memcpy" and w0 <= ns(e["ts"]) < w1])
     kn = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.kernels])
     assert abs(f.time_ns - (length(cp) - intersect(cp, kn))) <= 2 * len(cp)
     assert "launch_bound" not in diag(st, thresholds={"launch_wait_pct": 99.9}).codes()
@@ -470,7 +511,7 @@ def test_cli_diagnose_formats(stores, tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     codes = {f["code"] for f in data["findings"]}
-    assert {"launch_bound", "sync_stall", "low_utilization"} <= codes
+    assert {"launch_bound", "low_utilization", "startup"} <= codes and "sync_stall" not in codes
     lb = next(f for f in data["findings"] if f["code"] == "launch_bound")
     assert lb["evidence"][0]["rows"] and lb["remedy"].endswith(".")
     assert data["thresholds"]["launch_wait_pct"] == 25
@@ -511,7 +552,7 @@ def test_thresholds_documented():
     doc = (REPO / "docs" / "diagnose.md").read_text()
     help_text = CliRunner().invoke(main, ["diagnose", "--help"]).output
     for name, t in THRESHOLDS.items():
-        assert re.search(rf"`{name}`\s*\|\s*{t.default:g}\s*\|", doc), name
+        assert re.search(rf"`{name}`\s*\|\s*{re.escape(f'{t.default:g}')}\s*\|", doc), name
         assert name in help_text
     for code in CODES:
         assert f"`{code}`" in doc, code

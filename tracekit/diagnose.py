@@ -63,13 +63,16 @@ THRESHOLDS: dict[str, Threshold] = {
             "CPU to launch) cover at least this % of the window"),
     "launch_short_pct": Threshold(
         50, "... launch_bound (rather than host_bound) when at least this % of the launched kernels "
-            "ran shorter than their launch call (launch_summary.short_pct)"),
+            "ran shorter than their launch call (launch_summary.short_pct) ..."),
+    "launch_gap_ns": Threshold(
+        1_000_000, "... and at least half of the host_wait time is in gaps shorter than this (launch "
+                   "overhead is many short gaps; a few long ones are host work: host_bound)"),
     "sync_wait_pct": Threshold(
-        1, "sync_stall when idle gaps of cause sync_wait (host blocked in a synchronizing call) "
-           "cover at least this % of the window ..."),
-    "sync_host_pct": Threshold(
-        10, "... or the host threads are blocked in synchronizing calls for at least this % of the "
-            "source's span (sync_stalls.share_pct)"),
+        1, "sync_stall when idle gaps of cause sync_wait (the GPU drained while the host was "
+           "blocked in a synchronizing call) cover at least this % of the window"),
+    "compile_pct": Threshold(
+        5, "runtime_compile when idle gaps of cause runtime_compile (the host was loading or "
+           "compiling GPU code) cover at least this % of the window"),
     "transfer_pct": Threshold(
         10, "transfer_bound when memcpy time not overlapped by compute (overlap.exposed_ns of "
             "kind memcpy) is at least this % of the window"),
@@ -91,6 +94,10 @@ THRESHOLDS: dict[str, Threshold] = {
     "kernel_wait_ns": Threshold(
         30000, "view parameter of idle_gaps: gaps shorter than this after an already launched "
                "op are kernel_wait", view_param=True),
+    "min_step_repeats": Threshold(
+        3, "view parameter of steady_state: a phase with at least this many instances is a repeated "
+           "step; the window judged is from the first to the last step (start-up and tear-down "
+           "apart)", view_param=True),
     "tiny_kernel_ns": Threshold(
         10000, "view parameter of launch_summary: kernels shorter than this are tiny", view_param=True),
     "bound_high_pct": Threshold(80, "view parameter of kernel_bounds (ncu's SOL 'high throughput')",
@@ -108,6 +115,8 @@ CODES = {
     "launch_bound": "The GPU waits for the CPU to launch many short kernels",
     "host_bound": "The GPU waits for the CPU between kernels",
     "sync_stall": "The host blocks in synchronizing calls and the GPU drains",
+    "runtime_compile": "The GPU waits while the host loads or compiles GPU code (a new kernel per shape)",
+    "startup": "Start-up and tear-down outside the repeated steps (not judged)",
     "transfer_bound": "Memory copies take GPU time that compute does not hide",
     "hot_kernel": "One kernel takes most of the GPU time",
     "memory_bound": "An ncu-profiled kernel is memory-bound",
@@ -128,6 +137,15 @@ REMEDIES = {
     "sync_stall": "Remove the implicit host syncs in the loop (.item(), .cpu(), print(tensor), "
                   "copies into pageable memory): keep values on the GPU, copy with non_blocking=True "
                   "into pinned memory, or sync once every N steps.",
+    "runtime_compile": "Compile once, outside the loop: warm up every shape the loop will see (or pad "
+                       "inputs to a few fixed shapes / bucket sequence lengths), pin the attention "
+                       "backend (torch.nn.attention.sdpa_kernel) to one that does not build a kernel per "
+                       "shape, keep cuDNN / cuBLASLt plan caches and the CUDA JIT cache "
+                       "(CUDA_CACHE_MAXSIZE) warm, mark dynamic dimensions for torch.compile. CUDA graphs "
+                       "or fusion do not help here: the time is compilation, not launches.",
+    "startup": "Judge the steady state, not the start-up: profile only the repeated steps "
+               "(torch.profiler schedule(wait, warmup, active), nsys --capture-range=cudaProfilerApi "
+               "around the loop). Start-up itself matters only for short jobs or cold starts.",
     "transfer_bound": "Hide or avoid the copies: keep data resident on the GPU, use pinned host "
                       "memory with non_blocking=True, and overlap copies with compute on a side stream.",
     "hot_kernel": "Profile this kernel with Nsight Compute (ncu --kernel-name regex:NAME --launch-count 1 "
@@ -388,7 +406,7 @@ class Scope:
     phase: str | None
     window_ns: int
     busy_ns: int
-    idle: dict[str, int]            # cause -> ns (host_wait, sync_wait, kernel_wait, other, outside)
+    idle: dict[str, int]            # cause -> ns (IDLE_CAUSES, and outside)
     gaps: dict[str, tuple[int, float | None]]  # cause -> (count, median ns); source scopes only
     kernels: int
     launched: int
@@ -402,6 +420,8 @@ class Scope:
     med_latency_ns: float | None = None
     instances: int | None = None
     category: str | None = None
+    steady: dict | None = None       # source scopes: the steady_state row (method, steps, start-up)
+    short_gap_host_ns: int | None = None  # source scopes: host_wait time in gaps < launch_gap_ns
 
     @property
     def utilization_pct(self):
@@ -416,25 +436,30 @@ class Scope:
         return self.window_ns - self.busy_ns
 
 
-def _source_scopes(q: _Q, sid: int) -> list[Scope]:
+IDLE_CAUSES = ("host_wait", "sync_wait", "runtime_compile", "kernel_wait", "other")
+
+
+def _source_scopes(q: _Q, sid: int, launch_gap_ns: float) -> list[Scope]:
+    """One scope per device: its steady window (`steady_state`: first to last repeated step, or
+    the whole device window where the source has no repeated steps)."""
     out = []
-    for u in q.dicts(f"SELECT * FROM gpu_utilization WHERE source_id = {sid} ORDER BY device_id"):
+    for u in q.dicts(f"SELECT * FROM steady_state WHERE source_id = {sid} ORDER BY device_id"):
         dev = u["device_id"]
-        gaps = q.dicts(f"SELECT cause, count(*) AS n, sum(dur_ns)::BIGINT AS ns, median(dur_ns) AS med "
-                       f"FROM idle_gaps WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev} "
-                       f"GROUP BY cause")
-        ls = q.one(f"SELECT * FROM launch_summary WHERE source_id = {sid} AND device_id = {dev}") or {}
-        ov = q.one(f"SELECT * FROM overlap WHERE source_id = {sid} AND device_id = {dev} AND kind = 'memcpy'")
-        idle = {c: 0 for c in ("host_wait", "sync_wait", "kernel_wait", "other", "outside")}
-        idle.update({g["cause"]: int(g["ns"]) for g in gaps})
+        gaps = q.dicts(f"SELECT cause, count(*) AS n, median(dur_ns) AS med, "
+                       f"sum(dur_ns) FILTER (WHERE dur_ns < {int(launch_gap_ns)})::BIGINT AS short_ns FROM idle_gaps "
+                       f"WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev} "
+                       f"AND start_ns >= {u['window_start_ns']} AND end_ns <= {u['window_end_ns']} GROUP BY cause")
+        ls = q.one(f"SELECT med_latency_ns FROM launch_summary WHERE source_id = {sid} AND device_id = {dev}") or {}
+        idle = {c: u[f"{c}_ns"] or 0 for c in IDLE_CAUSES}
+        idle["outside"] = 0
         out.append(Scope(
             source_id=sid, device_id=dev, phase=None, window_ns=u["window_ns"], busy_ns=u["busy_ns"],
             idle=idle, gaps={g["cause"]: (g["n"], g["med"]) for g in gaps},
-            kernels=ls.get("kernels") or 0, launched=ls.get("launched") or 0,
-            short_kernels=ls.get("short_kernels") or 0, kernel_ns=u["kernel_ns"] or 0,
-            memcpy_ns=u["memcpy_ns"] or 0, exposed_memcpy_ns=ov["exposed_ns"] if ov else None,
-            launch_calls=None, graph_launches=ls.get("graph_launches"),
-            med_kernel_ns=ls.get("med_kernel_ns"), med_latency_ns=ls.get("med_latency_ns")))
+            kernels=u["kernels"], launched=u["launched"], short_kernels=u["short_kernels"],
+            kernel_ns=u["kernel_ns"], memcpy_ns=u["memcpy_ns"], exposed_memcpy_ns=u["exposed_memcpy_ns"],
+            launch_calls=u["launch_calls"], graph_launches=u["graph_launches"],
+            med_kernel_ns=u["med_kernel_ns"], med_latency_ns=ls.get("med_latency_ns"), steady=u,
+            short_gap_host_ns=next((g["short_ns"] or 0 for g in gaps if g["cause"] == "host_wait"), 0)))
     return out
 
 
@@ -442,7 +467,7 @@ def _phase_scope(r: dict) -> Scope:
     return Scope(
         source_id=r["source_id"], device_id=r["device_id"], phase=r["phase"], window_ns=r["span_ns"],
         busy_ns=r["busy_ns"],
-        idle={c: r[f"{c}_ns"] for c in ("host_wait", "sync_wait", "kernel_wait", "other", "outside")},
+        idle={c: r[f"{c}_ns"] for c in (*IDLE_CAUSES, "outside")},
         gaps={}, kernels=r["kernels"] or 0, launched=r["kernels"] or 0,
         short_kernels=r["short_kernels"] or 0, kernel_ns=r["kernel_ns"] or 0,
         memcpy_ns=r["memcpy_ns"] or 0, exposed_memcpy_ns=None, launch_calls=r["launch_calls"],
@@ -470,9 +495,9 @@ class _Rules:
         self.th = th
 
     def finding(self, code, share, time_ns, of_ns, scope: Scope | None, summary, remedy_key=None,
-                of="GPU window", **kw) -> Finding:
+                of="GPU window", severity=None, **kw) -> Finding:
         return Finding(
-            code=code, severity=_severity(share, self.th) if code != "no_gpu_data" else "info",
+            code=code, severity=severity or (_severity(share, self.th) if code != "no_gpu_data" else "info"),
             share_pct=share, time_ns=None if time_ns is None else int(time_ns),
             of_ns=None if of_ns is None else int(of_ns), of=of,
             source_id=kw.pop("source_id", scope.source_id if scope else None),
@@ -486,11 +511,18 @@ class _Rules:
             return f"source_id = {s.source_id} AND device_id = {s.device_id}"
         return f"source_id = {s.source_id} AND device_id = {s.device_id} AND phase = {lit(s.phase)}"
 
+    def _in_window(self, s: Scope) -> str:
+        """The idle_gaps rows inside a source scope's steady window."""
+        if not s.steady or s.steady["method"] == "whole":
+            return ""
+        return f" AND start_ns >= {s.steady['window_start_ns']} AND end_ns <= {s.steady['window_end_ns']}"
+
     def _gap_evidence(self, s: Scope, cause: str) -> Evidence:
         if s.phase is None:
             return self.q.evidence("idle_gaps", f"""
-                SELECT start_ns, end_ns, dur_ns, cause, before_name, after_name, after_api, launch_lag_ns
-                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)} AND cause = {lit(cause)}
+                SELECT start_ns, end_ns, dur_ns, cause, before_name, after_name, after_api, launch_lag_ns,
+                       sync_ns, compile_ns
+                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)}{self._in_window(s)} AND cause = {lit(cause)}
                 ORDER BY dur_ns DESC LIMIT 10""")
         return self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")
 
@@ -524,9 +556,14 @@ class _Rules:
         return "; " + "; ".join(parts)
 
     # -- rules on one scope --------------------------------------------------------------------
+    def _launch_not_host(self, s: Scope) -> bool:
+        """The host_wait time is launch overhead (short kernels, short gaps), not host work."""
+        short_gaps = s.short_gap_host_ns is None or 2 * s.short_gap_host_ns >= s.idle["host_wait"]
+        return (s.short_pct or 0) >= self.th["launch_short_pct"] and short_gaps
+
     def _is_launch_bound(self, s: Scope) -> bool:
         hw = _pct(s.idle["host_wait"], s.window_ns) or 0
-        return hw >= self.th["launch_wait_pct"] and (s.short_pct or 0) >= self.th["launch_short_pct"]
+        return hw >= self.th["launch_wait_pct"] and self._launch_not_host(s)
 
     def _is_low_util(self, s: Scope) -> bool:
         return (s.utilization_pct or 0) < self.th["util_low_pct"]
@@ -538,14 +575,19 @@ class _Rules:
         causes = sorted(((c, ns) for c, ns in s.idle.items() if ns), key=lambda x: -x[1])
         by = ", ".join(f"{c} {fmt_ns(ns)} ({fmt_pct(_pct(ns, s.window_ns))})" for c, ns in causes)
         phases = self._phase_verdicts(s, self._is_low_util)
-        ev = [self.q.evidence("gpu_utilization", f"SELECT * FROM gpu_utilization WHERE {self._where(s)}")
+        ev = [self.q.evidence("steady_state", f"""
+                SELECT method, step_phases, steps, window_start_ns, window_end_ns, window_ns, busy_ns,
+                       utilization_pct, host_wait_ns, sync_wait_ns, runtime_compile_ns, kernel_wait_ns, other_ns,
+                       startup_ns, teardown_ns
+                FROM steady_state WHERE {self._where(s)}""")
               if s.phase is None else
               self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")]
         if s.phase is None:
             ev.append(self.q.evidence("idle_gaps", f"""
                 SELECT cause, count(*) AS gaps, sum(dur_ns)::BIGINT AS total_ns, median(dur_ns) AS med_ns,
-                       max(dur_ns) AS max_ns
-                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)} GROUP BY cause ORDER BY total_ns DESC"""))
+                       max(dur_ns) AS max_ns, sum(sync_ns)::BIGINT AS sync_ns, sum(compile_ns)::BIGINT AS compile_ns
+                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)}{self._in_window(s)}
+                GROUP BY cause ORDER BY total_ns DESC"""))
         return self.finding(
             "low_utilization", _pct(idle, s.window_ns), idle, s.window_ns, s,
             f"GPU busy {fmt_ns(s.busy_ns)} of {fmt_ns(s.window_ns)} ({fmt_pct(s.utilization_pct)}); "
@@ -559,7 +601,7 @@ class _Rules:
         hw = _pct(hw_ns, s.window_ns) or 0
         if hw < self.th["launch_wait_pct"]:
             return None
-        code = "launch_bound" if (s.short_pct or 0) >= self.th["launch_short_pct"] else "host_bound"
+        code = "launch_bound" if self._launch_not_host(s) else "host_bound"
         n, med = s.gaps.get("host_wait", (None, None))
         gaps_txt = f"{n:,} gaps where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
         phases = self._phase_verdicts(s, self._is_launch_bound) if code == "launch_bound" else None
@@ -613,9 +655,7 @@ class _Rules:
             host_ns = sum(r["total_ns"] for r in rows)
             calls = sum(r["calls"] for r in rows)
             host_pct = _pct(host_ns, s.window_ns) or 0
-        if not calls:
-            return None
-        if sw < self.th["sync_wait_pct"] and (host_pct or 0) < self.th["sync_host_pct"]:
+        if not calls or sw < self.th["sync_wait_pct"]:
             return None
         ev = [q.evidence(view, rows_q)]
         if s.phase is None:
@@ -682,6 +722,62 @@ class _Rules:
             f"({fmt_pct(share)} of the window)",
             metrics={"memcpy_ns": s.memcpy_ns, "exposed_ns": exposed}, evidence=ev)
 
+    def runtime_compile(self, s: Scope) -> Finding | None:
+        c_ns = s.idle.get("runtime_compile") or 0
+        share = _pct(c_ns, s.window_ns) or 0
+        if not c_ns or share < self.th["compile_pct"]:
+            return None
+        q = self.q
+        if s.phase is None:
+            lo, hi = ((s.steady["window_start_ns"], s.steady["window_end_ns"]) if s.steady
+                      else (None, None))
+            when = f" AND start_ns >= {lo} AND start_ns < {hi}" if lo is not None else ""
+        else:
+            when = ""
+        cq = f"""SELECT name, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns, max(dur_ns) AS max_ns
+                 FROM api_calls WHERE source_id = {s.source_id} AND tk_is_compile_call(name){when}
+                 GROUP BY name ORDER BY total_ns DESC"""
+        calls = q.dicts(cq)
+        n_calls = sum(r["calls"] for r in calls)
+        n, med = s.gaps.get("runtime_compile", (None, None))
+        gaps_txt = f"{n:,} gaps (median {fmt_ns(med)}) " if n else ""
+        per = f", {s.instances} instances of {s.phase}" if s.phase is not None and s.instances else ""
+        ev = [q.evidence("api_calls", cq)]
+        ev.append(self._gap_evidence(s, "runtime_compile"))
+        return self.finding(
+            "runtime_compile", share, c_ns, s.window_ns, s,
+            f"the GPU sat idle {fmt_ns(c_ns)} ({gaps_txt}{fmt_pct(share)} of the window{per}) while the host "
+            f"loaded or compiled GPU code: {n_calls:,} code-loading calls"
+            + (f", most {calls[0]['name']} ({calls[0]['calls']:,} calls, {fmt_ns(calls[0]['total_ns'])})" if calls else "")
+            + "; a new kernel built at run time (e.g. one per new shape), not launch overhead",
+            metrics={"runtime_compile_ns": c_ns, "compile_calls": n_calls,
+                     "compile_call_ns": sum(r["total_ns"] or 0 for r in calls)},
+            evidence=ev)
+
+    def startup(self, s: Scope) -> Finding | None:
+        st = s.steady
+        if s.phase is not None or not st or st["method"] != "steps":
+            return None
+        out_ns = (st["startup_ns"] or 0) + (st["teardown_ns"] or 0)
+        dev_ns = st["device_end_ns"] - st["device_start_ns"]
+        if out_ns <= 0:
+            return None
+        comp = ""
+        if st["startup_compile_calls"]:
+            comp = (f"; {st['startup_compile_calls']:,} code-loading calls before the first step "
+                    f"({fmt_ns(st['startup_compile_ns'])})")
+        return self.finding(
+            "startup", _pct(out_ns, dev_ns), out_ns, dev_ns, s, severity="low", of="captured GPU window",
+            summary=(f"the findings judge the steady state: {st['steps']:,} repeated steps "
+                     f"({st['step_phases']}), {fmt_ns(st['window_ns'])}; {fmt_ns(st['startup_ns'])} before the "
+                     f"first step (GPU busy {fmt_ns(st['startup_busy_ns'])} of it) and "
+                     f"{fmt_ns(st['teardown_ns'])} after the last are start-up and tear-down{comp}"),
+            metrics={"startup_ns": st["startup_ns"], "teardown_ns": st["teardown_ns"],
+                     "startup_busy_ns": st["startup_busy_ns"], "steps": st["steps"],
+                     "step_phases": st["step_phases"], "steady_window_ns": st["window_ns"],
+                     "startup_compile_calls": st["startup_compile_calls"]},
+            evidence=[self.q.evidence("steady_state", f"SELECT * FROM steady_state WHERE {self._where(s)}")])
+
     def hot_kernel(self, s: Scope, window_ns: int) -> Finding | None:
         q = self.q
         if s.phase is None:
@@ -702,11 +798,11 @@ class _Rules:
             return None
         k = cand[0]
         share = _pct(k["total_ns"], window_ns)
-        return self.finding(
+        return self.finding(  # a pointer to the next step (ncu), not a defect: severity 'info'
             "hot_kernel", share, k["total_ns"], window_ns, s,
             f"{k['short_name']} takes {fmt_pct(k['time_pct'])} of the kernel time "
             f"({fmt_ns(k['total_ns'])} in {k['instances']:,} launches, median {fmt_ns(k['med_ns'])})",
-            subject=k["short_name"], device_id=None,
+            severity="info", subject=k["short_name"], device_id=None,
             metrics={"time_pct": k["time_pct"], "total_ns": k["total_ns"], "instances": k["instances"]},
             evidence=[q.evidence(view, hq)])
 
@@ -938,7 +1034,7 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
                 source_id=sid, device_id=None, phase=phase))
             continue
         if phase is None:
-            scopes = _source_scopes(q, sid)
+            scopes = _source_scopes(q, sid, th["launch_gap_ns"])
         else:
             scopes = [_phase_scope(r) for r in _phase_rows(q, sid, phase)]
         windows[sid] = sum(s.window_ns for s in scopes)
@@ -949,7 +1045,8 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
                             "kernel_ns": s.kernel_ns, "memcpy_ns": s.memcpy_ns,
                             "idle_ns": {c: ns for c, ns in s.idle.items()}, "instances": s.instances})
             for f in (rules.low_utilization(s), rules.launch_or_host_bound(s), rules.sync_stall(s),
-                      rules.transfer_bound(s), rules.low_overlap(s) if phase is None else None):
+                      rules.runtime_compile(s), rules.transfer_bound(s),
+                      rules.low_overlap(s) if phase is None else None, rules.startup(s)):
                 if f is not None:
                     findings.append(f)
         if not scopes:

@@ -130,6 +130,7 @@ class Store:
         if not read_only:
             _create_tables(self._con)
         self._views: set[str] = set()  # the views created so far
+        self._library = False  # the macros of sql/lib/ created
 
     def _check_version(self) -> None:
         try:
@@ -156,6 +157,9 @@ class Store:
 
     def _for(self, query: str) -> duckdb.DuckDBPyConnection:
         """The connection, with the views that the query names registered."""
+        if not self._library:
+            views.register_library(self._con)
+            self._library = True
         need = [n for n in views.referenced(query) if n not in self._views]
         if need:
             views.register(self._con, need)
@@ -356,6 +360,7 @@ def open_parquet(directory: str | os.PathLike) -> Store:
         else:
             st._con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
     st._views = set()
+    st._library = False
     return st
 
 

@@ -5,6 +5,10 @@ followed by the documentation of every column and the exact definition, then one
 ``CREATE OR REPLACE VIEW <view> AS ...`` statement.  Views are created as TEMP views, so they work
 on read-only stores and always match the installed tracekit version.
 
+Rules that several views share are written once, as DuckDB macros in ``sql/lib/*.sql`` (each
+file's header documents its macros); `register_library` creates them (TEMP) on a connection
+before any view.
+
 Parameters are DuckDB variables read with ``getvariable('name')`` and a documented default;
 ``tracekit sql --param name=value`` sets them.
 """
@@ -55,6 +59,26 @@ def all_views() -> tuple[View, ...]:
     return tuple(out)
 
 
+_MACRO = re.compile(r"CREATE\s+OR\s+REPLACE\s+MACRO", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def library() -> tuple[tuple[Path, str], ...]:
+    """The shared SQL library: (path, statements) of each ``sql/lib/*.sql`` file, its macros
+    made TEMP."""
+    return tuple((p, _MACRO.sub("CREATE OR REPLACE TEMP MACRO", p.read_text()))
+                 for p in sorted((sql_dir() / "lib").glob("*.sql")))
+
+
+def register_library(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros of ``sql/lib/`` on the connection (the views use them)."""
+    for path, text in library():
+        try:
+            con.execute(text)
+        except duckdb.Error as e:
+            raise RuntimeError(f"{path}: {str(e).splitlines()[0]}") from None
+
+
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -97,7 +121,7 @@ def referenced(query: str) -> list[str]:
 
 def register(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
     """Create the views named, in the order given (each after the views it uses: see
-    `referenced`)."""
+    `referenced`); the library (`register_library`) must be on the connection already."""
     by_name = {v.name: v for v in all_views()}
     for name in names:
         v = by_name[name]

@@ -1,0 +1,93 @@
+-- lib/host_calls: which host API calls synchronize with the GPU, and which load or compile GPU code.
+--
+-- The one definition of each class of host call, shared by the views (DuckDB macros, created
+-- on every connection before the views, as TEMP macros, so they work on read-only stores).
+--
+-- tk_sync_kind(name) -> VARCHAR
+--   'explicit'       a device/stream/event/context synchronize call: cuda/hip{Device,Stream,
+--                    Event,Thread}Synchronize, cu{Ctx,Stream,Event}Synchronize (cudaStreamQuery
+--                    does not block and is not one)
+--   'blocking_copy'  a synchronous copy API: cudaMemcpy, cudaMemcpy2D/3D, cudaMemcpyTo/FromSymbol,
+--                    cuMemcpy, cuMemcpyDtoH/HtoD/DtoD/AtoH/HtoA, hipMemcpy (and their 2D/3D forms)
+--   NULL             anything else (a copy into pageable memory is a third kind, 'pageable_copy',
+--                    known only from `memops`: see tk_sync_calls)
+--
+-- tk_sync_calls() -> TABLE (source_id, pid, tid, name, kind, start_ns, end_ns, dur_ns,
+--                           correlation_id)
+--   every `api_calls` row that blocks its thread until GPU work finishes: the calls of
+--   tk_sync_kind, and ('pageable_copy') every call that launched a device-to-host memcpy into
+--   pageable memory (`memops.dst_kind = 'pageable'`, same source and correlation id, same pid
+--   where the memop's pid is known), which the driver performs synchronously even when called as
+--   cudaMemcpyAsync: what tensor.item() / .cpu() / print(tensor) do. The rows of `host_syncs`.
+--
+-- tk_is_compile_call(name) -> BOOLEAN
+--   the call loads GPU code into the context, compiling it first where it is PTX or NVRTC
+--   source (runtime compilation: cuDNN / cuBLASLt runtime-fused kernels, Triton, jiterator,
+--   torch.compile, lazily loaded CUDA modules): cuLibraryLoadData / cuLibraryLoadFromFile,
+--   cudaLibraryLoadData / cudaLibraryLoadFromFile, cuModuleLoad / cuModuleLoadData /
+--   cuModuleLoadDataEx / cuModuleLoadFatBinary, cuLinkCreate / cuLinkAddData / cuLinkAddFile /
+--   cuLinkComplete, nvrtc* and nvJitLink* (when traced), hipModuleLoad* / hiprtc*; any version
+--   suffix (_v2 ...) allowed.
+--
+-- tk_is_compiler_load(name) -> BOOLEAN
+--   an `events` row that opens a GPU code compiler library: nsys's OS-runtime 'dlopen(...)' of
+--   libnvrtc*, libnvJitLink*, libnvptxcompiler* (cuDNN's runtime-compiled engines, jiterator
+--   and Triton open NVRTC before each compilation).
+--
+-- tk_compile_intervals() -> TABLE (source_id, pid, tid, start_ns, end_ns)
+--   the host time spent loading or compiling GPU code, per thread (intervals may overlap):
+--   every code-loading call (tk_is_compile_call), and every compilation episode: from a
+--   compiler library load (tk_is_compiler_load) to the end of the next code-loading call of the
+--   same thread (NVRTC itself is not traced: the time between opening the compiler and loading
+--   its output is the compilation). A compiler load with no code-loading call after it on its
+--   thread counts for its own duration only.
+CREATE OR REPLACE MACRO tk_sync_kind(name) AS
+    CASE
+      WHEN suffix(name, 'Synchronize')
+       AND (regexp_matches(name, '^(cuda|hip)(Device|Stream|Event|Thread)Synchronize$')
+            OR regexp_matches(name, '^cu(Ctx|Stream|Event)Synchronize$')) THEN 'explicit'
+      WHEN contains(name, 'emcpy')
+       AND (regexp_matches(name, '^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$')
+            OR regexp_matches(name, '^cuMemcpy(DtoH|HtoD|DtoD|AtoH|HtoA)?$')) THEN 'blocking_copy'
+    END;
+
+CREATE OR REPLACE MACRO tk_sync_calls() AS TABLE
+    WITH pageable AS (
+        SELECT DISTINCT source_id, pid, correlation_id FROM memops
+        WHERE kind = 'memcpy' AND copy_kind = 'DtoH' AND dst_kind = 'pageable'
+    )
+    SELECT * FROM (
+        SELECT a.source_id, a.pid, a.tid, a.name,
+               coalesce(tk_sync_kind(a.name),
+                        CASE WHEN p.correlation_id IS NOT NULL THEN 'pageable_copy' END) AS kind,
+               a.start_ns, a.end_ns, a.dur_ns, a.correlation_id
+        FROM api_calls a
+        LEFT JOIN pageable p
+          ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
+         AND (p.pid IS NULL OR p.pid = a.pid)
+    ) WHERE kind IS NOT NULL;
+
+CREATE OR REPLACE MACRO tk_is_compile_call(name) AS
+    regexp_matches(name, '^(cu(da)?LibraryLoad(Data|FromFile)|cuModuleLoad(Data|DataEx|FatBinary)?|'
+                         'cuLink(Create|AddData|AddFile|Complete)|nvrtc[A-Za-z]*|nvJitLink[A-Za-z]*|'
+                         'hipModuleLoad(Data|DataEx)?|hiprtc[A-Za-z]*)(_v[0-9]+)?$');
+
+CREATE OR REPLACE MACRO tk_is_compiler_load(name) AS
+    starts_with(name, 'dlopen(')
+    AND regexp_matches(name, '^dlopen\([^)]*lib(nvrtc|nvJitLink|nvptxcompiler)', 'i');
+
+CREATE OR REPLACE MACRO tk_compile_intervals() AS TABLE
+    WITH loads AS (
+        SELECT source_id, pid, tid, start_ns, end_ns FROM api_calls
+        WHERE tk_is_compile_call(name) AND end_ns >= start_ns
+    ),
+    opens AS (
+        SELECT source_id, pid, tid, start_ns, end_ns FROM events
+        WHERE tk_is_compiler_load(name) AND NOT coalesce(is_instant, false) AND end_ns >= start_ns
+    )
+    SELECT source_id, pid, tid, start_ns, end_ns FROM loads
+    UNION ALL
+    SELECT o.source_id, o.pid, o.tid, o.start_ns, greatest(o.end_ns, coalesce(l.end_ns, o.end_ns))
+    FROM opens o
+    ASOF LEFT JOIN loads l
+      ON l.source_id = o.source_id AND l.pid = o.pid AND l.tid = o.tid AND l.start_ns >= o.start_ns;

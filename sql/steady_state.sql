@@ -1,0 +1,174 @@
+-- steady_state: per GPU, the capture's steady state (first to last repeated step) and its start-up / tear-down.
+--
+-- Definition: a *step* is an instance (`phase_instances`) of a repeated phase: an NVTX range or
+-- record_function name ('#N' dropped, so ProfilerStep#3 is phase ProfilerStep) with at least
+-- min_step_repeats instances (parameter, default 3) that launched GPU work, in the source. The
+-- steady window of a source is [start of its first step, end of its last step's window]
+-- (`phase_instances.window_end_ns`: the step's host end or the end of its last GPU op, whichever
+-- is later). What lies before is start-up (model loading, copies of the weights, first-call
+-- initialisation and warm-up, NCCL set-up), what lies after tear-down; neither is steady-state
+-- behaviour, and `tracekit diagnose` judges the steady window. A source without repeated steps
+-- has method 'whole': the window is the whole device window, as `gpu_utilization`'s.
+-- Per device, the window is that steady window clipped to the device's activity window
+-- [first op start, last op end] (`gpu_utilization`), and:
+--   busy_ns           = length of (window ∩ `gpu_busy` periods)
+--   <cause>_ns        = length of (window ∩ `idle_gaps` of scope 'device' with that cause)
+--   ops in the window = `gpu_activity` ops that start in it: kernels, kernel_ns, memcpy_ns;
+--   launched, short_kernels (kernels shorter than their launch call), launch_calls and
+--   graph_launches (calls that started more than one op) over their `gpu_launches` rows;
+--   med_kernel_ns = the median kernel duration
+--   exposed_memcpy_ns = memcpy time in the window not covered by a compute kernel (a kernel whose
+--                       name is not a collective's, `tk_is_comm_kernel`) of the device
+--   startup_ns / teardown_ns = device window time before / after the window, startup_busy_ns
+--   the GPU busy time in the start-up part, startup_compile_calls / startup_compile_ns the
+--   code-loading calls (`tk_is_compile_call`) started before the window.
+-- Parameters: min_step_repeats.
+--
+-- Columns:
+--   source_id              INTEGER  the source
+--   device_id              INTEGER  GPU index
+--   method                 VARCHAR  'steps' (repeated steps found) or 'whole'
+--   step_phases            VARCHAR  the repeated phases, comma-separated (NULL for 'whole')
+--   steps                  BIGINT   their instances
+--   window_start_ns        BIGINT   steady window start on this device, ns
+--   window_end_ns          BIGINT   steady window end, ns
+--   window_ns              BIGINT   window_end_ns - window_start_ns
+--   busy_ns                BIGINT   GPU busy inside the window, ns
+--   host_wait_ns           BIGINT   idle in the window with cause host_wait, ns
+--   sync_wait_ns           BIGINT   ... sync_wait, ns
+--   runtime_compile_ns     BIGINT   ... runtime_compile, ns
+--   kernel_wait_ns         BIGINT   ... kernel_wait, ns
+--   other_ns               BIGINT   ... other, ns
+--   utilization_pct        DOUBLE   100 * busy_ns / window_ns
+--   kernels                BIGINT   kernels starting in the window
+--   kernel_ns              BIGINT   their summed duration, ns
+--   med_kernel_ns          DOUBLE   their median duration, ns
+--   memcpy_ns              BIGINT   summed duration of memcpys starting in the window, ns
+--   exposed_memcpy_ns      BIGINT   memcpy time not overlapped by compute kernels, ns
+--   launched               BIGINT   kernels in the window with a known launch call
+--   short_kernels          BIGINT   launched kernels shorter than their launch call
+--   launch_calls           BIGINT   distinct launch calls of the window's ops
+--   graph_launches         BIGINT   launch calls that started more than one op
+--   device_start_ns        BIGINT   the device's first op start, ns
+--   device_end_ns          BIGINT   the device's last op end, ns
+--   startup_ns             BIGINT   window_start_ns - device_start_ns
+--   teardown_ns            BIGINT   device_end_ns - window_end_ns
+--   startup_busy_ns        BIGINT   GPU busy time before the window, ns
+--   startup_compile_calls  BIGINT   code-loading calls of the source started before the window
+--   startup_compile_ns     BIGINT   their summed duration, ns
+CREATE OR REPLACE VIEW steady_state AS
+WITH rep AS (  -- the repeated phases of each source
+    SELECT source_id, phase
+    FROM phase_instances WHERE gpu_ops > 0
+    GROUP BY ALL HAVING count(*) >= coalesce(getvariable('min_step_repeats'), 3)
+),
+steps AS (
+    SELECT i.source_id, string_agg(DISTINCT i.phase, ',' ORDER BY i.phase) AS step_phases,
+           count(*) AS steps, min(i.start_ns) AS s, max(i.window_end_ns) AS e
+    FROM phase_instances i JOIN rep USING (source_id, phase)
+    WHERE i.gpu_ops > 0
+    GROUP BY i.source_id
+),
+w AS (
+    SELECT u.source_id, u.device_id, CASE WHEN st.source_id IS NULL THEN 'whole' ELSE 'steps' END AS method,
+           st.step_phases, st.steps, u.window_start_ns AS device_start_ns, u.window_end_ns AS device_end_ns,
+           greatest(u.window_start_ns, coalesce(st.s, u.window_start_ns)) AS ws,
+           greatest(greatest(u.window_start_ns, coalesce(st.s, u.window_start_ns)),
+                    least(u.window_end_ns, coalesce(st.e, u.window_end_ns))) AS we
+    FROM gpu_utilization u LEFT JOIN steps st USING (source_id)
+),
+busy AS (
+    SELECT w.source_id, w.device_id,
+           coalesce(sum(least(b.end_ns, w.we) - greatest(b.start_ns, w.ws)) FILTER (WHERE b.end_ns > w.ws), 0)::BIGINT
+               AS busy_ns,
+           sum(least(b.end_ns, w.ws) - b.start_ns) FILTER (WHERE b.start_ns < w.ws)::BIGINT AS startup_busy_ns
+    FROM w JOIN gpu_busy b
+      ON b.source_id = w.source_id AND b.device_id = w.device_id AND b.start_ns < w.we
+    GROUP BY ALL
+),
+idle AS (
+    SELECT w.source_id, w.device_id, g.cause, sum(least(g.end_ns, w.we) - greatest(g.start_ns, w.ws))::BIGINT AS ns
+    FROM w JOIN idle_gaps g
+      ON g.scope = 'device' AND g.source_id = w.source_id AND g.device_id = w.device_id
+     AND g.start_ns < w.we AND g.end_ns > w.ws
+    GROUP BY ALL
+),
+ops AS (  -- the ops starting in the window, with their launch calls
+    SELECT a.source_id, a.device_id, a.kind, a.name, a.start_ns, a.end_ns, a.dur_ns,
+           l.api_dur_ns, l.pid, l.tid, l.correlation_id, l.ops_in_launch, l.api_name IS NOT NULL AS has_launch
+    FROM gpu_activity a
+    JOIN w ON w.source_id = a.source_id AND w.device_id = a.device_id
+          AND a.start_ns >= w.ws AND a.start_ns < w.we
+    LEFT JOIN gpu_launches l
+      ON l.source_id = a.source_id AND l.device_id = a.device_id AND l.stream_id IS NOT DISTINCT FROM a.stream_id
+     AND l.start_ns = a.start_ns AND l.end_ns = a.end_ns AND l.kind = a.kind
+     AND l.correlation_id IS NOT DISTINCT FROM a.correlation_id
+),
+counts AS (
+    SELECT source_id, device_id,
+           count(*) FILTER (WHERE kind = 'kernel') AS kernels,
+           coalesce(sum(dur_ns) FILTER (WHERE kind = 'kernel'), 0)::BIGINT AS kernel_ns,
+           quantile_cont(dur_ns, 0.5) FILTER (WHERE kind = 'kernel') AS med_kernel_ns,
+           coalesce(sum(dur_ns) FILTER (WHERE kind = 'memcpy'), 0)::BIGINT AS memcpy_ns,
+           count(*) FILTER (WHERE kind = 'kernel' AND has_launch) AS launched,
+           count(*) FILTER (WHERE kind = 'kernel' AND dur_ns < api_dur_ns) AS short_kernels,
+           count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE has_launch) AS launch_calls,
+           count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE has_launch AND ops_in_launch > 1)
+               AS graph_launches
+    FROM ops GROUP BY ALL
+),
+copies AS (SELECT source_id, device_id, start_ns, end_ns FROM ops WHERE kind = 'memcpy'),
+covered AS (  -- per copy, the union of the compute kernels over it (kernels merged first)
+    SELECT c.source_id, c.device_id, c.start_ns, c.end_ns,
+           sum(least(k.e, c.end_ns) - greatest(k.s, c.start_ns)) AS ns
+    FROM copies c
+    JOIN (SELECT source_id, device_id, min(start_ns) AS s, max(end_ns) AS e
+          FROM (SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
+                              OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
+                                    ROWS UNBOUNDED PRECEDING) AS island
+                FROM (SELECT k.source_id, k.device_id, k.start_ns, k.end_ns,
+                             max(k.end_ns) OVER (PARTITION BY k.source_id, k.device_id ORDER BY k.start_ns, k.end_ns
+                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                      FROM kernels k
+                      WHERE NOT tk_is_comm_kernel(k.name)
+                        AND (k.source_id, k.device_id) IN (SELECT source_id, device_id FROM copies)))
+          GROUP BY source_id, device_id, island) k
+      ON k.source_id = c.source_id AND k.device_id = c.device_id AND k.s < c.end_ns AND k.e > c.start_ns
+    GROUP BY ALL
+),
+exposed AS (
+    SELECT c.source_id, c.device_id, sum(c.end_ns - c.start_ns - coalesce(v.ns, 0))::BIGINT AS exposed_memcpy_ns
+    FROM copies c
+    LEFT JOIN covered v USING (source_id, device_id, start_ns, end_ns)
+    GROUP BY ALL
+),
+comp AS (
+    SELECT w.source_id, w.device_id, count(a.start_ns) AS calls, coalesce(sum(a.dur_ns), 0)::BIGINT AS ns
+    FROM w LEFT JOIN api_calls a
+      ON a.source_id = w.source_id AND a.start_ns < w.ws AND tk_is_compile_call(a.name)
+    GROUP BY ALL
+)
+SELECT w.source_id, w.device_id, w.method, w.step_phases, w.steps,
+       w.ws AS window_start_ns, w.we AS window_end_ns, w.we - w.ws AS window_ns,
+       coalesce(b.busy_ns, 0) AS busy_ns,
+       coalesce(max(i.ns) FILTER (WHERE i.cause = 'host_wait'), 0) AS host_wait_ns,
+       coalesce(max(i.ns) FILTER (WHERE i.cause = 'sync_wait'), 0) AS sync_wait_ns,
+       coalesce(max(i.ns) FILTER (WHERE i.cause = 'runtime_compile'), 0) AS runtime_compile_ns,
+       coalesce(max(i.ns) FILTER (WHERE i.cause = 'kernel_wait'), 0) AS kernel_wait_ns,
+       coalesce(max(i.ns) FILTER (WHERE i.cause = 'other'), 0) AS other_ns,
+       100.0 * coalesce(b.busy_ns, 0) / nullif(w.we - w.ws, 0) AS utilization_pct,
+       coalesce(c.kernels, 0) AS kernels, coalesce(c.kernel_ns, 0) AS kernel_ns, c.med_kernel_ns,
+       coalesce(c.memcpy_ns, 0) AS memcpy_ns, coalesce(x.exposed_memcpy_ns, 0) AS exposed_memcpy_ns,
+       coalesce(c.launched, 0) AS launched, coalesce(c.short_kernels, 0) AS short_kernels,
+       coalesce(c.launch_calls, 0) AS launch_calls, coalesce(c.graph_launches, 0) AS graph_launches,
+       w.device_start_ns, w.device_end_ns, w.ws - w.device_start_ns AS startup_ns,
+       w.device_end_ns - w.we AS teardown_ns, coalesce(b.startup_busy_ns, 0) AS startup_busy_ns,
+       m.calls AS startup_compile_calls, m.ns AS startup_compile_ns
+FROM w
+LEFT JOIN busy b USING (source_id, device_id)
+LEFT JOIN idle i USING (source_id, device_id)
+LEFT JOIN counts c USING (source_id, device_id)
+LEFT JOIN exposed x USING (source_id, device_id)
+LEFT JOIN comp m USING (source_id, device_id)
+GROUP BY ALL
+ORDER BY w.source_id, w.device_id;
