@@ -38,7 +38,7 @@ WITH per_name AS (
            max(dur_ns)                         AS max_ns,
            coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
     FROM kernels
-    WHERE graph_id IS NULL OR graph_node_id IS NOT NULL
+    WHERE NOT tk_is_graph_span(graph_id, graph_node_id)
     GROUP BY source_id, name
 )
 SELECT source_id,

@@ -4,7 +4,8 @@
 -- (source_id, device_id):
 --   kernels              all kernels of the device (`kernels`), launched or not
 --   launched             kernels with a launch call in the trace
---   graph_launches       distinct launch calls that started > 1 kernel
+--   graph_launches       distinct launch calls that started > 1 kernel or are graph launches
+--                        (`tk_is_graph_launch`: a graph-level trace has one row per launch)
 --   med_latency_ns, p90_latency_ns, med_queue_ns: over first_in_launch rows only
 --   short_kernels        kernels that ran shorter than their launch call (HTA's rule), over all
 --                        launched kernels
@@ -19,7 +20,7 @@
 --   device_id         INTEGER  GPU index
 --   kernels           BIGINT   kernels on the device
 --   launched          BIGINT   kernels with a known launch call
---   graph_launches    BIGINT   launch calls that started more than one kernel
+--   graph_launches    BIGINT   launch calls that started more than one kernel, or graph launches
 --   med_latency_ns    DOUBLE   median call start → kernel start, first kernel of each launch
 --   p90_latency_ns    DOUBLE   90th percentile of the same
 --   med_queue_ns      DOUBLE   median max(kernel start - call end, 0), first kernel of each launch
@@ -38,7 +39,8 @@ WITH k AS (
 ),
 l AS (
     SELECT source_id, device_id, count(*) AS launched,
-           count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE ops_in_launch > 1) AS graph_launches,
+           count(DISTINCT (pid, tid, correlation_id))
+               FILTER (WHERE ops_in_launch > 1 OR tk_is_graph_launch(api_name)) AS graph_launches,
            quantile_cont(latency_ns, 0.5) FILTER (WHERE first_in_launch) AS med_latency_ns,
            quantile_cont(latency_ns, 0.9) FILTER (WHERE first_in_launch) AS p90_latency_ns,
            quantile_cont(queue_ns, 0.5) FILTER (WHERE first_in_launch) AS med_queue_ns,

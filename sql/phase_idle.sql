@@ -55,7 +55,7 @@
 --   memcpy_ns        BIGINT   summed memcpy duration, ns
 --   short_kernels    BIGINT   kernels shorter than their launch call
 --   launch_calls     BIGINT   distinct launch calls
---   graph_launches   BIGINT   launch calls that started more than one op
+--   graph_launches   BIGINT   launch calls that started more than one op, or graph launches
 CREATE OR REPLACE VIEW phase_idle AS
 WITH ib AS (  -- the instances by length class, as in phase_ops
     SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns,
@@ -72,7 +72,7 @@ WITH ib AS (  -- the instances by length class, as in phase_ops
 po_all AS MATERIALIZED (  -- the rows of phase_ops (its rule, without the kernel short names)
     SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, l.device_id, l.kind, l.end_ns, l.dur_ns,
            l.dur_ns < l.api_dur_ns AS shorter_than_launch, l.pid, l.tid, l.correlation_id,
-           l.ops_in_launch
+           l.ops_in_launch > 1 OR tk_is_graph_launch(l.api_name) AS graph_launch
     FROM ib i
     JOIN (SELECT l.*, v.lvl, l.api_start_ns >> v.lvl AS bucket
           FROM gpu_launches l
@@ -190,13 +190,13 @@ inst AS (
     SELECT source_id, phase, category, count(*) AS instances, sum(dur_ns)::BIGINT AS wall_ns
     FROM pi GROUP BY ALL
 ),
-launch_ops AS (  -- per launch call first (a call's ops_in_launch is one value), then per device
+launch_ops AS (  -- per launch call first (graph_launch is one value per call), then per device
     SELECT source_id, pk, device_id, pid, tid, correlation_id, count(*) AS n,
            count(*) FILTER (WHERE kind = 'kernel') AS kernels,
            sum(dur_ns) FILTER (WHERE kind = 'kernel') AS kernel_ns,
            sum(dur_ns) FILTER (WHERE kind = 'memcpy') AS memcpy_ns,
            count(*) FILTER (WHERE kind = 'kernel' AND shorter_than_launch) AS short_kernels,
-           max(ops_in_launch) AS ops_in_launch
+           bool_or(graph_launch) AS graph_launch
     FROM po GROUP BY ALL
 ),
 ops AS (
@@ -205,7 +205,7 @@ ops AS (
     FROM (SELECT source_id, pk, device_id, sum(n)::BIGINT AS gpu_ops,
                  sum(kernels)::BIGINT AS kernels, coalesce(sum(kernel_ns), 0)::BIGINT AS kernel_ns,
                  coalesce(sum(memcpy_ns), 0)::BIGINT AS memcpy_ns, sum(short_kernels)::BIGINT AS short_kernels,
-                 count(*) AS launch_calls, count(*) FILTER (WHERE ops_in_launch > 1) AS graph_launches
+                 count(*) AS launch_calls, count(*) FILTER (WHERE graph_launch) AS graph_launches
           FROM launch_ops GROUP BY ALL) o
     JOIN (SELECT DISTINCT source_id, pk, phase, category FROM ib) k
       ON k.source_id = o.source_id AND k.pk = o.pk

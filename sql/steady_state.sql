@@ -15,7 +15,8 @@
 --   <cause>_ns        = length of (window ∩ `idle_gaps` of scope 'device' with that cause)
 --   ops in the window = `gpu_activity` ops that start in it: kernels, kernel_ns, memcpy_ns;
 --   launched, short_kernels (kernels shorter than their launch call), launch_calls and
---   graph_launches (calls that started more than one op) over their `gpu_launches` rows;
+--   graph_launches (calls that started more than one op, or `tk_is_graph_launch`) over their
+--   `gpu_launches` rows;
 --   med_kernel_ns = the median kernel duration
 --   exposed_memcpy_ns = memcpy time in the window not covered by a compute kernel (a kernel whose
 --                       name is not a collective's, `tk_is_comm_kernel`) of the device
@@ -48,7 +49,7 @@
 --   launched               BIGINT   kernels in the window with a known launch call
 --   short_kernels          BIGINT   launched kernels shorter than their launch call
 --   launch_calls           BIGINT   distinct launch calls of the window's ops
---   graph_launches         BIGINT   launch calls that started more than one op
+--   graph_launches         BIGINT   launch calls that started more than one op, or graph launches
 --   device_start_ns        BIGINT   the device's first op start, ns
 --   device_end_ns          BIGINT   the device's last op end, ns
 --   startup_ns             BIGINT   window_start_ns - device_start_ns
@@ -95,7 +96,7 @@ idle AS (
 ),
 ops AS (  -- the ops starting in the window, with their launch calls
     SELECT a.source_id, a.device_id, a.kind, a.name, a.start_ns, a.end_ns, a.dur_ns,
-           l.api_dur_ns, l.pid, l.tid, l.correlation_id, l.ops_in_launch, l.api_name IS NOT NULL AS has_launch
+           l.api_dur_ns, l.pid, l.tid, l.correlation_id, l.ops_in_launch, l.api_name, l.api_name IS NOT NULL AS has_launch
     FROM gpu_activity a
     JOIN w ON w.source_id = a.source_id AND w.device_id = a.device_id
           AND a.start_ns >= w.ws AND a.start_ns < w.we
@@ -113,7 +114,8 @@ counts AS (
            count(*) FILTER (WHERE kind = 'kernel' AND has_launch) AS launched,
            count(*) FILTER (WHERE kind = 'kernel' AND dur_ns < api_dur_ns) AS short_kernels,
            count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE has_launch) AS launch_calls,
-           count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE has_launch AND ops_in_launch > 1)
+           count(DISTINCT (pid, tid, correlation_id))
+               FILTER (WHERE has_launch AND (ops_in_launch > 1 OR tk_is_graph_launch(api_name)))
                AS graph_launches
     FROM ops GROUP BY ALL
 ),

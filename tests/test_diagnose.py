@@ -466,6 +466,28 @@ def test_diff_decode_b1_vs_b32(stores):
     assert f["launch_bound"]["base_severity"] == f["launch_bound"]["new_severity"] == "high"
 
 
+def test_diff_on_a_graph_level_trace(stores):
+    """nsys --cuda-graph-trace=graph records each replay as one whole-graph row: diff counts the 8
+    cudaGraphLaunch calls as graph launches (it said 0: one row per launch), and compares kernel
+    time with kernel time, the whole-graph rows apart (it compared 384 kernels' time with 8 graph
+    spans')."""
+    from tracekit.diff import Side, diff
+
+    path = need(FIXTURES / "nsys" / "graphs_graphlevel.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    launches = con.execute("""SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                              WHERE s.value LIKE 'cudaGraphLaunch%'""").fetchone()[0]
+    n_spans, span_ns = con.execute("SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()
+    st = stores("graphlevel", path)
+    r = diff(Side(st, 0, "eager_step", "eager"), Side(st, 0, "graph_step", "graphs"))
+    s = {x["metric"]: x for x in r["summary"]}
+    assert s["graph_launches"]["new"] == launches == 8 and s["graph_launches"]["base"] == 0
+    assert s["graph_spans"]["new"] == n_spans == 8 and s["graph_span_ns"]["new"] == span_ns
+    assert s["kernels"]["new"] == 0 and s["kernel_ns"]["new"] == 0 and s["kernels"]["base"] == 384
+    assert {k["status"] for k in r["kernels"]} == {"in_graphs"}
+    assert st.one("select graph_launches from launch_summary") == 8
+
+
 def test_thresholds_override_and_view_params(stores):
     raw = Raw(DECODE_B1)
     st = stores("b1", DECODE_B1)

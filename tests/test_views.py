@@ -185,3 +185,19 @@ def test_views_are_created_when_first_needed(convert):
         assert st.table("hotspots").count("*").fetchall()[0][0] > 10
         assert "hotspots" in _view_names(st._con)
         assert len(_view_names(st.con)) == len(views.all_views()) == 27
+
+
+def test_utilization_timeline_empty_buckets_are_idle(convert):
+    """A bucket that no busy period touches is 0 % busy (it was 100 %: a LEFT JOIN's NULLs through
+    least/greatest, which skip NULLs). The buckets add up to gpu_utilization's busy time."""
+    st = convert(FIXTURES / "kineto" / "graphs.json.gz", FIXTURES / "nsys" / "graphs.sqlite",
+                 FIXTURES / "labelled" / "gemm_loop.sqlite")
+    per = dict(st.rows("select source_id, sum(busy_ns) from gpu_utilization_timeline group by 1"))
+    assert per == dict(st.rows("select source_id, busy_ns from gpu_utilization"))
+    empty = st.rows("select source_id, bucket_start_ns, bucket_end_ns from gpu_utilization_timeline"
+                    " where busy_ns = 0")
+    assert len(empty) >= 3  # the idle start-up of gemm_loop, and a launch gap in each graphs capture
+    for sid, a, b in empty:
+        assert st.one("select count(*) from gpu_activity where source_id = ? and start_ns < ? and end_ns > ?",
+                      [sid, b, a]) == 0
+    assert st.one("select max(utilization_pct) from gpu_utilization_timeline where busy_ns = 0") == 0

@@ -9,7 +9,9 @@ capture). For each side the numbers come from the views:
   per instance too when the side is a phase (or the source has a phase in common with the other);
 * kernels  — per kernel base name (`kernels.short_name`): launches, total and mean time, from
   `hotspots` (for a phase: `phase_ops`); `status` is 'new' (only in NEW), 'vanished' (only in
-  BASE) or 'changed'/'same';
+  BASE), 'changed'/'same', or 'in_graphs' (only on one side, and the other side is a graph-level
+  trace: its graphs are whole-graph rows, `tk_is_graph_span`, whose kernels were not traced one
+  by one); kernel counts and time never include whole-graph rows (they are reported apart);
 * phases   — per phase name present on either side (`phases`, `phase_idle`): instances, time per
   instance, GPU busy and host_wait idle per instance;
 * findings — the findings of `tracekit diagnose` on each side, matched by code and subject:
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import __version__
-from .diagnose import (DiagnoseError, Diagnosis, _Q, _cell, _jsonable, _table, apply_view_params, diagnose,
+from .diagnose import (IDLE_CAUSES, DiagnoseError, Diagnosis, _Q, _cell, _jsonable, _table, apply_view_params, diagnose,
                        fmt_ns, fmt_pct, lit, resolve_thresholds)
 
 
@@ -63,21 +65,31 @@ def _summary(q: _Q, sid: int, phase: str | None) -> dict:
             f"WHERE scope = 'device' AND source_id = {sid} GROUP BY cause")}
         ls = q.dicts(f"SELECT * FROM launch_summary WHERE source_id = {sid}")
         launches = q.one(f"""SELECT count(DISTINCT (pid, tid, correlation_id)) AS n,
-                                    count(DISTINCT (pid, tid, correlation_id)) FILTER (WHERE ops_in_launch > 1) AS g
+                                    count(DISTINCT (pid, tid, correlation_id))
+                                        FILTER (WHERE ops_in_launch > 1 OR tk_is_graph_launch(api_name)) AS g
                              FROM gpu_launches WHERE source_id = {sid}""") or {}
+        # kernel executions apart from whole-graph rows (a graph-level trace's spans)
+        ks = q.one(f"""SELECT count(*) FILTER (WHERE NOT tk_is_graph_span(graph_id, graph_node_id)) AS kernels,
+                              coalesce(sum(dur_ns) FILTER (WHERE NOT tk_is_graph_span(graph_id, graph_node_id)), 0)::BIGINT
+                                  AS kernel_ns,
+                              count(*) FILTER (WHERE tk_is_graph_span(graph_id, graph_node_id)) AS spans,
+                              coalesce(sum(dur_ns) FILTER (WHERE tk_is_graph_span(graph_id, graph_node_id)), 0)::BIGINT
+                                  AS span_ns
+                       FROM kernels WHERE source_id = {sid}""") or {}
         sync = q.one(f"SELECT calls, total_ns FROM sync_stalls WHERE source_id = {sid} AND name IS NULL") or {}
         window = sum(r["window_ns"] for r in u)
         busy = sum(r["busy_ns"] for r in u)
         out = {
             "window_ns": window, "busy_ns": busy, "utilization_pct": 100.0 * busy / window if window else None,
-            "kernels": sum(r["kernels"] for r in ls), "kernel_ns": sum(r["kernel_ns"] for r in u),
+            "kernels": ks.get("kernels") or 0, "kernel_ns": ks.get("kernel_ns") or 0,
+            "graph_spans": ks.get("spans") or 0, "graph_span_ns": ks.get("span_ns") or 0,
             "memcpy_ns": sum(r["memcpy_ns"] for r in u),
             "launch_calls": launches.get("n"), "graph_launches": launches.get("g"),
             "short_kernels": sum(r["short_kernels"] for r in ls),
             "host_syncs": sync.get("calls") or 0, "host_sync_ns": sync.get("total_ns") or 0,
             "instances": None,
         }
-        for c in ("host_wait", "sync_wait", "kernel_wait", "other"):
+        for c in IDLE_CAUSES:
             out[f"{c}_ns"] = gaps[c]["ns"] if c in gaps else 0
             out[f"{c}_gaps"] = gaps[c]["n"] if c in gaps else 0
         return out
@@ -91,9 +103,15 @@ def _summary(q: _Q, sid: int, phase: str | None) -> dict:
                      WHERE h.source_id = {sid} AND i.phase = {lit(phase)}""") or {}
     window = sum(r["span_ns"] for r in rows)
     busy = sum(r["busy_ns"] for r in rows)
+    ks = q.one(f"""SELECT count(*) FILTER (WHERE short_name IS NOT NULL) AS kernels,
+                          coalesce(sum(dur_ns) FILTER (WHERE short_name IS NOT NULL), 0)::BIGINT AS kernel_ns,
+                          count(*) FILTER (WHERE short_name IS NULL) AS spans,
+                          coalesce(sum(dur_ns) FILTER (WHERE short_name IS NULL), 0)::BIGINT AS span_ns
+                   FROM phase_ops WHERE source_id = {sid} AND phase = {lit(phase)} AND kind = 'kernel'""") or {}
     out = {
         "window_ns": window, "busy_ns": busy, "utilization_pct": 100.0 * busy / window if window else None,
-        "kernels": sum(r["kernels"] or 0 for r in rows), "kernel_ns": sum(r["kernel_ns"] or 0 for r in rows),
+        "kernels": ks.get("kernels") or 0, "kernel_ns": ks.get("kernel_ns") or 0,
+        "graph_spans": ks.get("spans") or 0, "graph_span_ns": ks.get("span_ns") or 0,
         "memcpy_ns": sum(r["memcpy_ns"] or 0 for r in rows),
         "launch_calls": sum(r["launch_calls"] or 0 for r in rows),
         "graph_launches": sum(r["graph_launches"] or 0 for r in rows),
@@ -101,17 +119,20 @@ def _summary(q: _Q, sid: int, phase: str | None) -> dict:
         "host_syncs": sync.get("calls") or 0, "host_sync_ns": sync.get("total_ns") or 0,
         "instances": rows[0]["instances"],
     }
-    for c in ("host_wait", "sync_wait", "kernel_wait", "other"):
+    for c in IDLE_CAUSES:
         out[f"{c}_ns"] = sum(r[f"{c}_ns"] or 0 for r in rows)
     return out
 
 
 SUMMARY_METRICS = (
     ("window_ns", "GPU window", "ns"), ("busy_ns", "GPU busy", "ns"), ("utilization_pct", "utilization", "pct"),
-    ("kernels", "kernels", "n"), ("kernel_ns", "kernel time", "ns"), ("memcpy_ns", "memcpy time", "ns"),
+    ("kernels", "kernels", "n"), ("kernel_ns", "kernel time", "ns"),
+    ("graph_spans", "whole-graph rows (kernels not traced one by one)", "n"),
+    ("graph_span_ns", "whole-graph rows' time", "ns"), ("memcpy_ns", "memcpy time", "ns"),
     ("launch_calls", "launch calls", "n"), ("graph_launches", "graph launches", "n"),
     ("short_kernels", "kernels shorter than their launch", "n"),
     ("host_wait_ns", "idle: host_wait (launch gaps)", "ns"), ("sync_wait_ns", "idle: sync_wait", "ns"),
+    ("runtime_compile_ns", "idle: runtime_compile", "ns"),
     ("kernel_wait_ns", "idle: kernel_wait", "ns"), ("other_ns", "idle: other", "ns"),
     ("host_syncs", "host sync calls", "n"), ("host_sync_ns", "host blocked in syncs", "ns"),
     ("instances", "phase instances", "n"),
@@ -182,6 +203,8 @@ def diff(base: Side, new: Side, thresholds: dict[str, float] | None = None, evid
         ca, cb = (a or {}).get("count", 0), (b or {}).get("count", 0)
         ta, tb = (a or {}).get("total_ns", 0), (b or {}).get("total_ns", 0)
         status = "new" if a is None else "vanished" if b is None else ("same" if (ca, ta) == (cb, tb) else "changed")
+        if (status == "vanished" and sn["graph_spans"]) or (status == "new" and sb["graph_spans"]):
+            status = "in_graphs"  # the other side traced whole graphs, not their kernels
         kernels.append({
             "short_name": name, "status": status, "base_count": ca, "new_count": cb, "count_change": cb - ca,
             "base_ns": ta, "new_ns": tb, "time_change_ns": tb - ta,
@@ -306,11 +329,14 @@ def _side_label(s: dict) -> str:
 
 def to_text(r: dict, max_kernels: int = 25) -> str:
     summ, kern, ph, fnd = _rows(r, max_kernels)
-    nk = {s: sum(1 for k in r["kernels"] if k["status"] == s) for s in ("new", "vanished", "changed", "same")}
+    nk = {s: sum(1 for k in r["kernels"] if k["status"] == s)
+          for s in ("new", "vanished", "changed", "same", "in_graphs")}
     out = [f"tracekit diff", f"  base: {_side_label(r['base'])}", f"  new:  {_side_label(r['new'])}", ""]
     out += _table(SUMMARY_COLS, summ, 52)
     out += ["", f"kernels (by base name): {nk['new']} new, {nk['vanished']} vanished, {nk['changed']} changed, "
-                f"{nk['same']} same; largest time changes first"]
+                f"{nk['same']} same" + (f", {nk['in_graphs']} inside whole-graph rows of the other side "
+                                        "(traced per graph, not per kernel)" if nk["in_graphs"] else "")
+             + "; largest time changes first"]
     out += _table(KERNEL_COLS, kern, 44)
     if len(r["kernels"]) > max_kernels:
         out.append(f"... {len(r['kernels']) - max_kernels} more (--format json lists all)")
