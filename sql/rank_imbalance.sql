@@ -1,13 +1,12 @@
 -- rank_imbalance: per collective call across the ranks of a job, who arrived late and who waited.
 --
--- Definition: sources with a known `sources.rank` are ranks of one job when they share
--- world_size (NULL counts as one value) and their spans overlap on the common clock: the job
--- id is the lowest source_id among the ranked sources of that world_size whose span
--- [start_ns, end_ns] + clock_offset_ns overlaps this source's. The collectives of a rank are
--- its communication kernels (name contains 'nccl' or 'rccl', any case); the n-th collective
--- kernel of a given name on a rank (by start time) is matched with the n-th of the same name on
--- every other rank (`seq`). Times are put on the common clock: start_ns + clock_offset_ns
--- (clock_offset_ns NULL counts as 0, so such sources are only comparable with each other).
+-- Definition: the ranks of a job are those of `ranks` (a source per rank, or a GPU process per
+-- rank in one nsys capture of several processes). The collectives of a rank are its
+-- communication kernels (`tk_is_comm_kernel`: name contains 'nccl' or 'rccl', any case; for a
+-- 'process' rank, those its process launched); the n-th collective kernel of a given name on a
+-- rank (by start time) is matched with the n-th of the same name on every other rank (`seq`).
+-- Times are put on the common clock: start_ns + clock_offset_ns (clock_offset_ns NULL counts as
+-- 0, so such sources are only comparable with each other).
 -- For each collective (job_id, name, seq) present on at least two ranks:
 --   arrival_ns   = this rank's kernel start (common clock)
 --   skew_ns      = latest arrival - earliest arrival over the ranks
@@ -25,6 +24,8 @@
 --   ranks         BIGINT   ranks that ran this collective
 --   rank          INTEGER  this row's rank
 --   source_id     INTEGER  this rank's source
+--   pid           BIGINT   this rank's process ('process' ranks; NULL for a source per rank)
+--   device_id     INTEGER  this rank's GPU
 --   arrival_ns    BIGINT   kernel start on the common clock, ns
 --   dur_ns        BIGINT   this rank's kernel duration, ns
 --   wait_ns       BIGINT   latest arrival - arrival_ns
@@ -32,23 +33,13 @@
 --   comm_ns       BIGINT   shortest duration over the ranks, ns
 --   slowest_rank  INTEGER  rank that arrived last
 CREATE OR REPLACE VIEW rank_imbalance AS
-WITH ranked AS (
-    SELECT source_id, rank, world_size, coalesce(clock_offset_ns, 0) AS off,
-           start_ns + coalesce(clock_offset_ns, 0) AS s, end_ns + coalesce(clock_offset_ns, 0) AS e
-    FROM sources WHERE rank IS NOT NULL
-),
-jobs AS (
-    SELECT a.source_id, a.rank, a.world_size, a.off, min(b.source_id) AS job_id
-    FROM ranked a JOIN ranked b
-      ON a.world_size IS NOT DISTINCT FROM b.world_size AND b.s <= a.e AND a.s <= b.e
-    GROUP BY ALL
-),
-coll AS (
-    SELECT s.job_id, s.world_size, s.rank, k.source_id, k.name,
-           k.start_ns + s.off AS arrival_ns, k.dur_ns,
-           row_number() OVER (PARTITION BY k.source_id, k.name ORDER BY k.start_ns, k.stream_id) AS seq
-    FROM kernels k JOIN jobs s USING (source_id)
-    WHERE k.name ILIKE '%nccl%' OR k.name ILIKE '%rccl%'
+WITH coll AS (
+    SELECT r.job_id, r.world_size, r.rank, k.source_id, r.pid, r.device_id, k.name,
+           k.start_ns + r.clock_offset_ns AS arrival_ns, k.dur_ns,
+           row_number() OVER (PARTITION BY k.source_id, r.pid, k.name ORDER BY k.start_ns, k.stream_id) AS seq
+    FROM kernels k
+    JOIN ranks r ON r.source_id = k.source_id AND (r.pid IS NULL OR r.pid = k.pid)
+    WHERE tk_is_comm_kernel(k.name)
 ),
 per AS (
     SELECT *,
@@ -60,7 +51,7 @@ per AS (
     FROM coll
     WINDOW w AS (PARTITION BY job_id, name, seq)
 )
-SELECT job_id, world_size, name, seq, ranks, rank, source_id, arrival_ns, dur_ns,
+SELECT job_id, world_size, name, seq, ranks, rank, source_id, pid, device_id, arrival_ns, dur_ns,
        last_arrival - arrival_ns AS wait_ns, last_arrival - first_arrival AS skew_ns,
        comm_ns, slowest_rank
 FROM per

@@ -909,7 +909,8 @@ class _Rules:
         if q.has("rank_imbalance"):
             wq = f"""SELECT rank, count(*) AS collectives, sum(dur_ns)::BIGINT AS comm_kernel_ns,
                             sum(wait_ns)::BIGINT AS wait_ns, sum(comm_ns)::BIGINT AS transfer_ns
-                     FROM rank_imbalance WHERE source_id = {s.source_id} GROUP BY rank"""
+                     FROM rank_imbalance WHERE source_id = {s.source_id} AND device_id = {s.device_id}
+                     GROUP BY rank"""
             w = q.one(wq)
             if w:
                 wait_ns = w["wait_ns"] or 0
@@ -927,11 +928,17 @@ class _Rules:
                      "wait_ns": wait_ns},
             evidence=ev)
 
-    def rank_imbalance(self, windows: dict[int, int], sources: set[int] | None) -> list[Finding]:
+    def rank_imbalance(self, windows: dict, sources: set[int] | None) -> list[Finding]:
+        """windows: GPU window per source_id (a source per rank) and per (source_id, device_id)
+        (a process per rank: its GPU's window)."""
         q = self.q
         if not q.has("rank_imbalance"):
             return []
-        pq = """SELECT job_id, rank, source_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+
+        def win_of(r):
+            return windows.get((r["source_id"], r["device_id"]) if r["pid"] is not None else r["source_id"])
+
+        pq = """SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
                        sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
                        count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
                 FROM rank_imbalance GROUP BY ALL ORDER BY job_id, rank"""
@@ -942,14 +949,14 @@ class _Rules:
         for job, ranks in by_job.items():
             if sources is not None and not any(r["source_id"] in sources for r in ranks):
                 continue
-            waiter = max(ranks, key=lambda r: (_pct(r["wait_ns"], windows.get(r["source_id"])) or 0))
-            win = windows.get(waiter["source_id"])
+            waiter = max(ranks, key=lambda r: (_pct(r["wait_ns"], win_of(r)) or 0))
+            win = win_of(waiter)
             share = _pct(waiter["wait_ns"], win) or 0
             if share < self.th["imbalance_pct"]:
                 continue
             slow = max(ranks, key=lambda r: r["times_slowest"])
             n_coll = waiter["collectives"]
-            jq = f"""SELECT job_id, rank, source_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+            jq = f"""SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
                             sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
                             count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
                      FROM rank_imbalance WHERE job_id = {job} GROUP BY ALL ORDER BY rank"""
@@ -960,11 +967,13 @@ class _Rules:
                 f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {n_coll} collectives "
                 f"({fmt_pct(share)} of its GPU window) for rank {slow['rank']}, which arrived last in "
                 f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}",
-                source_id=waiter["source_id"], device_id=None, phase=None, subject=f"job {job}",
+                source_id=waiter["source_id"], device_id=waiter["device_id"] if waiter["pid"] is not None else None,
+                phase=None, subject=f"job {job}",
                 metrics={"job_id": job, "waiting_rank": waiter["rank"], "wait_ns": waiter["wait_ns"],
                          "slowest_rank": slow["rank"], "times_slowest": slow["times_slowest"],
                          "collectives": n_coll, "max_skew_ns": slow["max_skew_ns"],
-                         "ranks": {str(r["rank"]): {"source_id": r["source_id"], "wait_ns": r["wait_ns"],
+                         "ranks": {str(r["rank"]): {"source_id": r["source_id"], "pid": r["pid"],
+                                                    "device_id": r["device_id"], "wait_ns": r["wait_ns"],
                                                     "times_slowest": r["times_slowest"]} for r in ranks}},
                 evidence=[q.evidence("rank_imbalance", jq), q.evidence("rank_imbalance", tq)]))
         return out
@@ -1058,8 +1067,10 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
             findings.append(hk)
         findings += rules.bounds(sid, windows[sid], phase, sc)
     if phase is None:
-        all_windows = {r["source_id"]: r["w"] for r in q.dicts(
+        all_windows: dict = {r["source_id"]: r["w"] for r in q.dicts(
             "SELECT source_id, sum(window_ns)::BIGINT AS w FROM gpu_utilization GROUP BY source_id")}
+        all_windows.update({(r["source_id"], r["device_id"]): r["window_ns"] for r in q.dicts(
+            "SELECT source_id, device_id, window_ns FROM gpu_utilization")})
         findings += rules.rank_imbalance(all_windows, None if source_id is None else {source_id})
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.source_id if f.source_id is not None else -1,
