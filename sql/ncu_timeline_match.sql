@@ -10,24 +10,34 @@
 --               which reads ncu's, nsys's and Kineto's spellings alike) and the launch geometry:
 --               'GXxGYxGZ/BXxBYxBZ' when ncu has grid and block dims; else 'nGRID/nBLOCK' from the
 --               grid and block sizes (products; the 2020 CSV has only those); else '*' (name only).
---   ordinal   = rank of the launch within its key: ncu by result ID (profiling order); the
+--   range     = the innermost NVTX range of the launch: on the ncu side the last element of ncu's
+--               NVTX stack (`ncu_kernels.nvtx`), on the timeline side the innermost of the ranges
+--               open on the launching thread at the launch call (`timeline_ranges`, below).
+--   ordinal   = rank of the launch within its group: ncu by result ID (profiling order); the
 --               timeline by launch order = start of the launching API call (same source, pid and
 --               correlation_id; the kernel start when there is none), then kernel start, then
 --               correlation_id. Launch order, not kernel start: concurrent streams reorder starts.
---   The k-th ncu launch of a key is paired with the k-th timeline launch of the same key.
+--   paired_by = 'nvtx_range' when the ncu result has an NVTX range and the timeline source has
+--               ranges at its launches: the k-th ncu launch of (key, range) is paired with the k-th
+--               timeline launch of the same key inside a range of the same name (ncu
+--               --nvtx-include "decode_step/" profiles decode kernels, which launch order alone
+--               would pair with the prefill's launches of the same kernels); else 'launch_order':
+--               the k-th ncu launch of a key with the k-th timeline launch of the key.
+--   ncu_launches / timeline_launches count the launches of the group the pair was made in.
 --   match_quality:
---     'exact'     same full name (whitespace-insensitive), same grid and block dims, and the key
---                 has as many launches on both sides
+--     'exact'     same full name (whitespace-insensitive), same grid and block dims, the group
+--                 has as many launches on both sides, and the ranges do not disagree
 --     'key'       same base name and geometry, same launch count on both sides (names spelled
 --                 differently by the tools, or only grid/block sizes known)
 --     'order'     same key but the launch counts differ (the runs covered different launches, e.g.
---                 ncu --launch-skip/--launch-count): paired by launch order, a best guess
+--                 ncu --launch-skip/--launch-count), or the innermost ranges differ
+--                 (nvtx_agrees false): paired by launch order, a best guess
 --     'name'      ncu has no geometry: paired by base name and launch order only
 --     'unmatched' no timeline launch left for it in this key (or no timeline source)
 --   timeline_ranges = the ranges open on the launching thread at the launch call, outermost first,
---               '/'-joined: NVTX ranges (nsys) and record_function annotations (Kineto); evidence
---               only, not used for pairing. nvtx_agrees = the innermost of them equals the innermost
---               range of ncu's NVTX stack (NULL when either side has none).
+--               '/'-joined: NVTX ranges (nsys) and record_function annotations (Kineto).
+--               nvtx_agrees = the innermost of them equals the innermost range of ncu's NVTX
+--               stack (NULL when either side has none).
 --   Only timeline kernels whose base name ncu profiled are read (no effect on the result).
 --
 -- Columns:
@@ -53,6 +63,7 @@
 --   timeline_ranges    VARCHAR  ranges open at the matched kernel's launch call (see above)
 --   nvtx_agrees        BOOLEAN  innermost timeline range = innermost ncu NVTX range
 --   match_quality      VARCHAR  'exact' | 'key' | 'order' | 'name' | 'unmatched'
+--   paired_by          VARCHAR  'nvtx_range' or 'launch_order' (see above)
 CREATE OR REPLACE VIEW ncu_timeline_match AS
 WITH sizes AS (  -- grid / block sizes (products) where ncu has no dims
     SELECT source_id, id,
@@ -65,6 +76,7 @@ WITH sizes AS (  -- grid / block sizes (products) where ncu has no dims
 ncu AS (
     SELECT k.source_id AS ncu_source_id, k.id AS ncu_id, k.name AS ncu_name, k.short_name, k.nvtx AS ncu_nvtx,
            k.dur_ns AS ncu_dur_ns, k.grid_x, k.block_x,
+           nullif(regexp_extract(k.nvtx, '([^/;@]*)$', 1), '') AS ncu_range,
            CASE
                WHEN k.grid_x IS NOT NULL AND k.block_x IS NOT NULL THEN
                    printf('%dx%dx%d/%dx%dx%d', k.grid_x, coalesce(k.grid_y, 1), coalesce(k.grid_z, 1),
@@ -79,7 +91,10 @@ ncu AS (
 ncu_ranked AS (
     SELECT *,
            row_number() OVER (PARTITION BY ncu_source_id, short_name, geometry ORDER BY ncu_id) AS key_ordinal,
-           count(*) OVER (PARTITION BY ncu_source_id, short_name, geometry) AS ncu_launches
+           count(*) OVER (PARTITION BY ncu_source_id, short_name, geometry) AS key_launches,
+           row_number() OVER (PARTITION BY ncu_source_id, short_name, geometry, ncu_range ORDER BY ncu_id)
+               AS range_ordinal,
+           count(*) OVER (PARTITION BY ncu_source_id, short_name, geometry, ncu_range) AS range_launches
     FROM ncu
 ),
 tl_kernels AS (  -- timeline kernels of the base names ncu profiled (the only ones a result can pair with)
@@ -110,43 +125,69 @@ tl AS (  -- timeline kernels, each under its three geometry spellings
     ) g
     WHERE g.geometry IS NOT NULL
 ),
-tl_ranked AS (
-    SELECT *,
-           row_number() OVER (PARTITION BY source_id, short_name, geometry
-                              ORDER BY launch_ns, start_ns, correlation_id, stream_id) AS key_ordinal,
-           count(*) OVER (PARTITION BY source_id, short_name, geometry) AS timeline_launches
-    FROM tl
+tl_ranges AS MATERIALIZED (  -- the ranges open on the launching thread at each launch call
+    SELECT t.source_id, t.correlation_id, t.pid, t.api_ns, t.launch_tid,
+           string_agg(e.name, '/' ORDER BY e.start_ns, e.end_ns DESC, e.event_id) AS ranges
+    FROM (SELECT DISTINCT source_id, correlation_id, pid, api_ns, launch_tid FROM tl WHERE api_ns IS NOT NULL) t
+    JOIN events e
+      ON e.source_id = t.source_id AND e.pid = t.pid AND e.tid = t.launch_tid
+     AND e.category IN ('nvtx', 'user_annotation') AND NOT coalesce(e.is_instant, false)
+     AND e.start_ns <= t.api_ns AND t.api_ns < e.end_ns
+    GROUP BY ALL
 ),
-tl_sources AS (SELECT DISTINCT source_id FROM kernels),
+tl_r AS (
+    SELECT t.*, r.ranges, nullif(regexp_extract(r.ranges, '([^/]*)$', 1), '') AS tl_range
+    FROM tl t
+    LEFT JOIN tl_ranges r
+      ON r.source_id = t.source_id AND r.correlation_id = t.correlation_id AND r.pid IS NOT DISTINCT FROM t.pid
+     AND r.api_ns = t.api_ns AND r.launch_tid = t.launch_tid
+),
+tl_sources AS (
+    SELECT source_id, bool_or(ranges IS NOT NULL) AS has_ranges
+    FROM (SELECT DISTINCT source_id FROM kernels) LEFT JOIN tl_r USING (source_id)
+    GROUP BY source_id
+),
+tl_ranked AS (  -- each timeline launch in its two groups: its key (pair_range ''), and key + range
+    SELECT *,
+           row_number() OVER (PARTITION BY source_id, short_name, geometry, pair_range
+                              ORDER BY launch_ns, start_ns, correlation_id, stream_id) AS ordinal,
+           count(*) OVER (PARTITION BY source_id, short_name, geometry, pair_range) AS timeline_launches
+    FROM (SELECT *, '' AS pair_range FROM tl_r
+          UNION ALL
+          SELECT *, tl_range FROM tl_r WHERE tl_range IS NOT NULL)
+),
 tl_counts AS (
-    SELECT DISTINCT source_id, short_name, geometry, timeline_launches FROM tl_ranked
+    SELECT DISTINCT source_id, short_name, geometry, pair_range, timeline_launches FROM tl_ranked
+),
+pairs AS (  -- each ncu result per timeline source, with the group it is paired in
+    SELECT n.*, s.source_id AS tl_source_id,
+           coalesce(n.ncu_range IS NOT NULL AND s.has_ranges, false) AS by_range
+    FROM ncu_ranked n LEFT JOIN tl_sources s ON true
 )
-SELECT n.ncu_source_id, n.ncu_id, n.ncu_name, n.short_name, n.geometry, n.ncu_nvtx,
-       s.source_id AS timeline_source_id, n.key_ordinal, n.ncu_launches,
-       CASE WHEN s.source_id IS NULL THEN NULL ELSE coalesce(c.timeline_launches, 0) END AS timeline_launches,
+SELECT p.ncu_source_id, p.ncu_id, p.ncu_name, p.short_name, p.geometry, p.ncu_nvtx,
+       p.tl_source_id AS timeline_source_id,
+       CASE WHEN p.by_range THEN p.range_ordinal ELSE p.key_ordinal END AS key_ordinal,
+       CASE WHEN p.by_range THEN p.range_launches ELSE p.key_launches END AS ncu_launches,
+       CASE WHEN p.tl_source_id IS NULL THEN NULL ELSE coalesce(c.timeline_launches, 0) END AS timeline_launches,
        t.name AS kernel_name, t.device_id, t.stream_id, t.pid, t.correlation_id,
-       t.start_ns, t.end_ns, t.dur_ns, n.ncu_dur_ns, r.ranges AS timeline_ranges,
-       CASE WHEN r.ranges IS NULL OR n.ncu_nvtx IS NULL THEN NULL
-            ELSE regexp_extract(r.ranges, '([^/]*)$', 1) = regexp_extract(n.ncu_nvtx, '([^/;@]*)$', 1)
-       END AS nvtx_agrees,
+       t.start_ns, t.end_ns, t.dur_ns, p.ncu_dur_ns, t.ranges AS timeline_ranges,
+       CASE WHEN t.tl_range IS NULL OR p.ncu_range IS NULL THEN NULL ELSE t.tl_range = p.ncu_range END AS nvtx_agrees,
        CASE
            WHEN t.source_id IS NULL THEN 'unmatched'
-           WHEN n.geometry = '*' THEN 'name'
-           WHEN c.timeline_launches <> n.ncu_launches THEN 'order'
-           WHEN n.geometry NOT LIKE 'n%' AND regexp_replace(n.ncu_name, '\s+', '', 'g')
+           WHEN p.geometry = '*' THEN 'name'
+           WHEN c.timeline_launches <> CASE WHEN p.by_range THEN p.range_launches ELSE p.key_launches END
+             OR (t.tl_range IS NOT NULL AND p.ncu_range IS NOT NULL AND t.tl_range <> p.ncu_range) THEN 'order'
+           WHEN p.geometry NOT LIKE 'n%' AND regexp_replace(p.ncu_name, '\s+', '', 'g')
                                           = regexp_replace(t.name, '\s+', '', 'g') THEN 'exact'
            ELSE 'key'
-       END AS match_quality
-FROM ncu_ranked n
-LEFT JOIN tl_sources s ON true
-LEFT JOIN tl_counts c ON c.source_id = s.source_id AND c.short_name = n.short_name AND c.geometry = n.geometry
-LEFT JOIN tl_ranked t ON t.source_id = s.source_id AND t.short_name = n.short_name
-                     AND t.geometry = n.geometry AND t.key_ordinal = n.key_ordinal
-LEFT JOIN LATERAL (
-    SELECT string_agg(e.name, '/' ORDER BY e.start_ns, e.end_ns DESC, e.event_id) AS ranges
-    FROM events e
-    WHERE e.source_id = t.source_id AND e.pid = t.pid AND e.tid = t.launch_tid
-      AND e.category IN ('nvtx', 'user_annotation') AND NOT coalesce(e.is_instant, false)
-      AND e.start_ns <= t.api_ns AND t.api_ns < e.end_ns
-) r ON t.api_ns IS NOT NULL
-ORDER BY n.ncu_source_id, s.source_id, n.ncu_id;
+       END AS match_quality,
+       CASE WHEN p.tl_source_id IS NULL THEN NULL WHEN p.by_range THEN 'nvtx_range' ELSE 'launch_order' END AS paired_by
+FROM pairs p
+LEFT JOIN tl_counts c
+  ON c.source_id = p.tl_source_id AND c.short_name = p.short_name AND c.geometry = p.geometry
+ AND c.pair_range = CASE WHEN p.by_range THEN p.ncu_range ELSE '' END
+LEFT JOIN tl_ranked t
+  ON t.source_id = p.tl_source_id AND t.short_name = p.short_name AND t.geometry = p.geometry
+ AND t.pair_range = CASE WHEN p.by_range THEN p.ncu_range ELSE '' END
+ AND t.ordinal = CASE WHEN p.by_range THEN p.range_ordinal ELSE p.key_ordinal END
+ORDER BY p.ncu_source_id, p.tl_source_id, p.ncu_id;
