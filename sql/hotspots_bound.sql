@@ -13,8 +13,17 @@
 --   match_quality = the best quality among them (exact > key > order > name)
 --
 -- Columns:
---   (all columns of `hotspots`: source_id, time_pct, total_ns, instances, avg_ns, med_ns, min_ns,
---    max_ns, stddev_ns, name, short_name)
+--   source_id            INTEGER  the source (hotspots)
+--   time_pct             DOUBLE   share of the source's kernel time, % (hotspots)
+--   total_ns             BIGINT   summed kernel duration, ns (hotspots)
+--   instances            BIGINT   kernel executions (hotspots)
+--   avg_ns               DOUBLE   mean duration, ns (hotspots)
+--   med_ns               DOUBLE   median duration, ns (hotspots)
+--   min_ns               BIGINT   shortest duration, ns (hotspots)
+--   max_ns               BIGINT   longest duration, ns (hotspots)
+--   stddev_ns            DOUBLE   sample standard deviation, ns (hotspots)
+--   name                 VARCHAR  full kernel name (hotspots)
+--   short_name           VARCHAR  kernel base name (hotspots)
 --   ncu_launches         BIGINT   matched ncu results (0 when none)
 --   bound                VARCHAR  'memory' | 'compute' | 'latency' | 'balanced' | NULL
 --   bound_reason         VARCHAR  the rule that decided (see kernel_bounds)

@@ -201,3 +201,26 @@ def test_utilization_timeline_empty_buckets_are_idle(convert):
         assert st.one("select count(*) from gpu_activity where source_id = ? and start_ns < ? and end_ns > ?",
                       [sid, b, a]) == 0
     assert st.one("select max(utilization_pct) from gpu_utilization_timeline where busy_ns = 0") == 0
+
+
+def test_every_view_header_documents_its_columns_and_types(convert):
+    """Each view's header lists every column in order with its DuckDB type (`--   name  TYPE
+    text`), and that list is what DESCRIBE says: the documentation cannot drift from the SQL."""
+    import re
+
+    st = convert(FIXTURES / "kineto" / "graphs.json.gz")
+    con = st.con
+    col = re.compile(r"^--\s+([a-z_][a-z0-9_]*)\s+([A-Z][A-Z0-9_]*(?:\[\])?)\s")
+    for v in views.all_views():
+        lines = v.sql.split("\n")
+        start = next((i for i, line in enumerate(lines) if re.match(r"^--\s*Columns:\s*$", line)), None)
+        assert start is not None, f"{v.path}: no 'Columns:' section"
+        doc = []
+        for line in lines[start + 1:]:
+            if not line.startswith("--"):
+                break
+            m = col.match(line)
+            if m:
+                doc.append((m.group(1), m.group(2)))
+        got = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {v.name}").fetchall()]
+        assert doc == got, (v.path.name, [(a, b) for a, b in zip(doc + [None] * len(got), got) if a != b][:3])
