@@ -72,6 +72,8 @@ def test_injected_cause_is_the_top_finding(lab, case, fmt):
         # the cause leaves no trace in this format (documented in labels.json): the time is
         # still called host time, not launch overhead (CUDA graphs would not help)
         assert top.code == "host_bound" and "launch_bound" not in d.codes()
+        # ... and it names the host op the time went into (the longest gaps' innermost op)
+        assert "the host was in aten::_cudnn_attention_forward" in top.summary
     else:
         assert top is not None and top.code == label["cause"] and top.severity == "high", \
             [(f.code, f.severity, f.share_pct) for f in d.findings]

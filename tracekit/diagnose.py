@@ -517,6 +517,38 @@ class _Rules:
             return ""
         return f" AND start_ns >= {s.steady['window_start_ns']} AND end_ns <= {s.steady['window_end_ns']}"
 
+    def _host_evidence(self, s: Scope, cause: str) -> Evidence:
+        """What the host was doing in the 5 longest gaps of a cause, on the thread that launched
+        the op after each gap: the innermost event (torch op, Python function, NVTX range, OS
+        call) covering at least half of the gap (else the one covering most), and the API call
+        covering most of it."""
+        sid, dev = s.source_id, s.device_id
+        return self.q.evidence("idle_gaps", f"""
+            WITH g AS (SELECT start_ns, end_ns, dur_ns FROM idle_gaps
+                       WHERE scope = 'device' AND {self._where(s)}{self._in_window(s)} AND cause = {lit(cause)}
+                       ORDER BY dur_ns DESC LIMIT 5),
+            l AS (SELECT g.start_ns, g.end_ns, g.dur_ns, arg_min(l.pid, l.stream_id) AS pid,
+                         arg_min(l.tid, l.stream_id) AS tid
+                  FROM g JOIN gpu_launches l ON l.source_id = {sid} AND l.device_id = {dev} AND l.start_ns = g.end_ns
+                  GROUP BY ALL),
+            e AS (SELECT l.start_ns,
+                         arg_max(e.name, (2 * (least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)) >= l.dur_ns,
+                                          coalesce(e.depth, 0), least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)))
+                             AS host_op,
+                         max(least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)) AS op_cover_ns
+                  FROM l JOIN events e ON e.source_id = {sid} AND e.pid = l.pid AND e.tid = l.tid
+                   AND e.start_ns < l.end_ns AND e.end_ns > l.start_ns AND NOT coalesce(e.is_instant, false)
+                  GROUP BY ALL),
+            a AS (SELECT l.start_ns,
+                         arg_max(a.name, least(a.end_ns, l.end_ns) - greatest(a.start_ns, l.start_ns)) AS host_call,
+                         max(least(a.end_ns, l.end_ns) - greatest(a.start_ns, l.start_ns)) AS call_ns
+                  FROM l JOIN api_calls a ON a.source_id = {sid} AND a.pid = l.pid AND a.tid = l.tid
+                   AND a.start_ns < l.end_ns AND a.end_ns > l.start_ns
+                  GROUP BY ALL)
+            SELECT l.start_ns, l.dur_ns, e.host_op, a.host_call, a.call_ns
+            FROM l LEFT JOIN e USING (start_ns) LEFT JOIN a USING (start_ns)
+            ORDER BY l.dur_ns DESC""")
+
     def _gap_evidence(self, s: Scope, cause: str) -> Evidence:
         if s.phase is None:
             return self.q.evidence("idle_gaps", f"""
@@ -609,6 +641,8 @@ class _Rules:
         if s.phase is None:
             ev.append(self.q.evidence("launch_summary", f"SELECT * FROM launch_summary WHERE {self._where(s)}"))
             ev.append(self._gap_evidence(s, "host_wait"))
+            if code == "host_bound":
+                ev.append(self._host_evidence(s, "host_wait"))
             if phases:
                 ev.append(self.q.evidence("phase_idle", f"""
                     SELECT phase, instances, span_ns, busy_ns, host_wait_ns, host_wait_pct, kernels,
@@ -624,6 +658,12 @@ class _Rules:
                    f"{s.short_kernels:,} of {s.launched:,} kernels ({fmt_pct(s.short_pct)}) ran shorter "
                    f"than their launch call{med_k}{per_launch}")
         summary += self._phases_line(phases, "launch-bound")
+        host = next((e for e in ev if e.columns[:3] == ["start_ns", "dur_ns", "host_op"]), None)
+        if host and host.rows:
+            ops = [r[2] for r in host.rows if r[2]]
+            top = max(set(ops), key=ops.count) if ops else None
+            if top:
+                summary += (f"; in {ops.count(top)} of the {len(host.rows)} longest gaps the host was in {top}")
         return self.finding(code, hw, hw_ns, s.window_ns, s, summary,
                             metrics={"host_wait_ns": hw_ns, "host_wait_pct": hw, "short_pct": s.short_pct,
                                      "short_kernels": s.short_kernels, "launched": s.launched,
@@ -744,6 +784,8 @@ class _Rules:
         per = f", {s.instances} instances of {s.phase}" if s.phase is not None and s.instances else ""
         ev = [q.evidence("api_calls", cq)]
         ev.append(self._gap_evidence(s, "runtime_compile"))
+        if s.phase is None:
+            ev.append(self._host_evidence(s, "runtime_compile"))
         return self.finding(
             "runtime_compile", share, c_ns, s.window_ns, s,
             f"the GPU sat idle {fmt_ns(c_ns)} ({gaps_txt}{fmt_pct(share)} of the window{per}) while the host "
