@@ -747,3 +747,62 @@ def test_thresholds_are_parameters(tmp_path):
         assert st.rows(q) == [(GEMV, "latency", "small grid"), (GEMM, "compute", "high throughput")]
         st.con.execute("SET VARIABLE bound_low_pct = 50")
         assert st.rows(q) == [(GEMV, "memory", "memory > compute"), (GEMM, "compute", "high throughput")]
+
+
+def test_pairing_uses_the_nvtx_range_first(convert):
+    """ncu --nvtx-include "decode_step/" profiled 120 launches of the batch-1 decode, all inside
+    decode step 1; the nsys timeline of the same program launches many of the same kernels (same
+    name and geometry) in the prefill first. Launch order alone paired 44 of the 120 results with
+    prefill launches; within the innermost NVTX range none crosses (checked here with csv and
+    sqlite3 on the raw files)."""
+    import gzip
+    import sqlite3
+    from collections import defaultdict
+
+    from tracekit.names import short_kernel_name
+
+    ncu_path = need(FIXTURES / "ncu" / "decode_steps_details.csv.gz")
+    nsys_path = need(FIXTURES / "nsys" / "decode_b1.sqlite")
+    with gzip.open(ncu_path, "rt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    ncu = {}
+    for r in rows:
+        ncu.setdefault(int(r["ID"]), (r["Kernel Name"], r["Grid Size"], r["Block Size"],
+                                      r["thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"]))
+    assert len(ncu) == 120 and all(":decode_step:" in v[3] for v in ncu.values())
+    con = sqlite3.connect(f"file:{nsys_path}?mode=ro", uri=True)
+    steps = con.execute("""SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n
+                           WHERE coalesce(n.text, (SELECT value FROM StringIds WHERE id = n.textId)) = 'decode_step'""").fetchall()
+    launches = con.execute("""SELECT s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, r.start,
+                                     r.globalTid, k.start
+                              FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+                              JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                              ORDER BY r.start""").fetchall()
+
+    def key(name, grid, block):
+        return short_kernel_name(name), grid.replace(" ", ""), block.replace(" ", "")
+
+    def in_step(t, tid):
+        return any(a <= t < b and g == tid for a, b, g in steps)
+
+    by_key, in_steps = defaultdict(list), defaultdict(list)
+    for name, gx, gy, gz, bx, by, bz, t, tid, kstart in launches:
+        k = key(name, f"({gx},{gy},{gz})", f"({bx},{by},{bz})")
+        by_key[k].append((kstart, in_step(t, tid)))
+        if in_step(t, tid):
+            in_steps[k].append(kstart)
+    want, seen = {}, defaultdict(int)
+    crossing_by_order = 0
+    for i in sorted(ncu):
+        k = key(*ncu[i][:3])
+        seen[k] += 1
+        crossing_by_order += not by_key[k][seen[k] - 1][1]  # the k-th launch of the key overall
+        want[i] = in_steps[k][seen[k] - 1]  # the k-th launch of the key inside the decode steps
+    assert crossing_by_order == 44  # what launch order alone did
+
+    st = convert(ncu_path, nsys_path)
+    m = st.rows("""select ncu_id, paired_by, nvtx_agrees, timeline_ranges, start_ns
+                   from ncu_timeline_match where timeline_source_id is not null order by ncu_id""")
+    assert len(m) == 120 and {r[1] for r in m} == {"nvtx_range"} and all(r[2] for r in m)
+    assert {r[3] for r in m} == {"decode_step"}
+    assert {r[0]: r[4] for r in m} == want
