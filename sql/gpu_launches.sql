@@ -1,8 +1,10 @@
 -- gpu_launches: each GPU operation joined to the host API call that launched it.
 --
--- Definition: a GPU operation (`gpu_activity`: kernel, memcpy, memset) is linked to the
--- `api_calls` row of the same source with the same correlation_id, in the same process where
--- the operation's pid is known (nsys correlation ids repeat across processes). A CUDA/HIP graph
+-- Definition: a GPU operation (`gpu_activity`: kernel, memcpy, memset) is linked to its launch
+-- call by the one launch rule of sql/lib/host_calls.sql: the earliest `api_calls` row of the
+-- same source and correlation_id in the operation's process (`tk_launch_calls()`), or, where the
+-- operation's pid is unknown, of the only process that issued that correlation id
+-- (`tk_launch_link`; nsys correlation ids repeat across processes). A CUDA/HIP graph
 -- launch has one correlation for all kernels of the graph: every kernel links to the one
 -- `cudaGraphLaunch` call, and `launch_index` numbers them by start time (1 = first).
 -- Operations whose launch is not in the trace (launched before the capture window, or a
@@ -40,9 +42,9 @@ l AS (
                               ORDER BY g.start_ns, g.stream_id, n.name_rank) AS launch_index,
            count(*) OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id) AS ops_in_launch
     FROM gpu_activity g
-    JOIN api_calls a
+    JOIN tk_launch_calls() a
       ON a.source_id = g.source_id AND a.correlation_id = g.correlation_id
-     AND (g.pid IS NULL OR a.pid = g.pid)
+     AND tk_launch_link(g.pid, a.pid, a.n_pids)
     LEFT JOIN names n ON n.name = g.name
 )
 SELECT l.source_id, l.device_id, l.stream_id, l.kind, n.name, l.start_ns, l.end_ns, l.dur_ns,

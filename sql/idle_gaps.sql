@@ -84,11 +84,9 @@ api_names AS MATERIALIZED (  -- names of the launch calls, numbered in name orde
     SELECT name, row_number() OVER (ORDER BY name) AS api_id
     FROM (SELECT DISTINCT name FROM api_calls WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
 ),
-launches AS (  -- one launch call per (source, pid, correlation)
-    SELECT source_id, pid, correlation_id, min(start_ns) AS api_start_ns,
-           arg_min(n.api_id, start_ns) AS api_id
-    FROM api_calls a LEFT JOIN api_names n USING (name)
-    WHERE correlation_id IS NOT NULL GROUP BY ALL
+launches AS (  -- the launch call of each (source, pid, correlation): the one launch rule
+    SELECT a.source_id, a.pid, a.correlation_id, a.n_pids, a.start_ns AS api_start_ns, n.api_id
+    FROM tk_launch_calls() a LEFT JOIN api_names n USING (name)
 ),
 syncs AS (  -- sync calls per process (any_pid: of all processes), by start: the latest end so far
             -- and the start of the call that has it
@@ -122,7 +120,7 @@ ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch c
      AND c.kind = a.kind
     LEFT JOIN launches l
       ON l.source_id = a.source_id AND l.correlation_id = a.correlation_id
-     AND (a.pid IS NULL OR l.pid = a.pid)
+     AND tk_launch_link(a.pid, l.pid, l.n_pids)
     WHERE a.device_id IS NOT NULL
 ),
 dev AS (

@@ -14,8 +14,8 @@
 --               NVTX stack (`ncu_kernels.nvtx`), on the timeline side the innermost of the ranges
 --               open on the launching thread at the launch call (`timeline_ranges`, below).
 --   ordinal   = rank of the launch within its group: ncu by result ID (profiling order); the
---               timeline by launch order = start of the launching API call (same source, pid and
---               correlation_id; the kernel start when there is none), then kernel start, then
+--               timeline by launch order = start of the launch call (`tk_launch_calls()` /
+--               `tk_launch_link`; the kernel start when there is none), then kernel start, then
 --               correlation_id. Launch order, not kernel start: concurrent streams reorder starts.
 --   paired_by = 'nvtx_range' when the ncu result has an NVTX range and the timeline source has
 --               ranges at its launches: the k-th ncu launch of (key, range) is paired with the k-th
@@ -100,19 +100,18 @@ ncu_ranked AS (
 tl_kernels AS (  -- timeline kernels of the base names ncu profiled (the only ones a result can pair with)
     SELECT * FROM kernels WHERE short_name IN (SELECT short_name FROM ncu_kernels)
 ),
-launch AS (
-    SELECT source_id, pid, correlation_id, min(start_ns) AS launch_ns, arg_min(tid, start_ns) AS launch_tid
-    FROM api_calls
+launch AS (  -- the one launch rule (sql/lib/host_calls.sql)
+    SELECT source_id, pid, correlation_id, n_pids, start_ns AS launch_ns, tid AS launch_tid
+    FROM tk_launch_calls()
     WHERE correlation_id IN (SELECT correlation_id FROM tl_kernels)
-    GROUP BY ALL
 ),
 tl AS (  -- timeline kernels, each under its three geometry spellings
     SELECT k.source_id, k.name, k.short_name, k.device_id, k.stream_id, k.pid, k.correlation_id,
            k.start_ns, k.end_ns, k.dur_ns, coalesce(l.launch_ns, k.start_ns) AS launch_ns,
            l.launch_ns AS api_ns, l.launch_tid, g.geometry
     FROM tl_kernels k
-    LEFT JOIN launch l ON l.source_id = k.source_id AND l.pid IS NOT DISTINCT FROM k.pid
-                      AND l.correlation_id = k.correlation_id
+    LEFT JOIN launch l ON l.source_id = k.source_id AND l.correlation_id = k.correlation_id
+                      AND tk_launch_link(k.pid, l.pid, l.n_pids)
     CROSS JOIN LATERAL (
         SELECT unnest([
             CASE WHEN k.grid_x IS NOT NULL AND k.block_x IS NOT NULL THEN

@@ -20,6 +20,19 @@
 --   where the memop's pid is known), which the driver performs synchronously even when called as
 --   cudaMemcpyAsync: what tensor.item() / .cpu() / print(tensor) do. The rows of `host_syncs`.
 --
+-- tk_launch_calls() -> TABLE (source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
+--                             n_pids)
+--   the launch call of each (source, process, correlation id): the earliest `api_calls` row with
+--   that correlation id in that process (ties: the longer call, then the lower tid, then the
+--   name). n_pids = the number of processes of the source that issued that correlation id
+--   (nsys numbers correlations per process, so they repeat across processes).
+--
+-- tk_launch_link(op_pid, call_pid, n_pids) -> BOOLEAN
+--   the one rule linking a GPU operation (kernels / memops row, same source and correlation id)
+--   to its launch call of tk_launch_calls(): the same process, or, where the operation's process
+--   is unknown, the only process that issued that correlation id (with several, the link would
+--   be a guess, and there is none).
+--
 -- tk_is_compile_call(name) -> BOOLEAN
 --   the call loads GPU code into the context, compiling it first where it is PTX or NVRTC
 --   source (runtime compilation: cuDNN / cuBLASLt runtime-fused kernels, Triton, jiterator,
@@ -66,6 +79,21 @@ CREATE OR REPLACE MACRO tk_sync_calls() AS TABLE
           ON p.source_id = a.source_id AND p.correlation_id = a.correlation_id
          AND (p.pid IS NULL OR p.pid = a.pid)
     ) WHERE kind IS NOT NULL;
+
+CREATE OR REPLACE MACRO tk_launch_calls() AS TABLE
+    SELECT source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
+           count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids
+    FROM (SELECT source_id, pid, correlation_id,
+                 arg_min(tid, (start_ns, -end_ns, tid, name)) AS tid,
+                 arg_min(name, (start_ns, -end_ns, tid, name)) AS name,
+                 min(start_ns) AS start_ns,
+                 arg_min(end_ns, (start_ns, -end_ns, tid, name)) AS end_ns,
+                 arg_min(dur_ns, (start_ns, -end_ns, tid, name)) AS dur_ns
+          FROM api_calls WHERE correlation_id IS NOT NULL
+          GROUP BY source_id, pid, correlation_id);
+
+CREATE OR REPLACE MACRO tk_launch_link(op_pid, call_pid, n_pids) AS
+    (op_pid = call_pid OR (op_pid IS NULL AND n_pids = 1));
 
 CREATE OR REPLACE MACRO tk_is_compile_call(name) AS
     regexp_matches(name, '^(cu(da)?LibraryLoad(Data|FromFile)|cuModuleLoad(Data|DataEx|FatBinary)?|'

@@ -37,9 +37,11 @@ partially overlaps an earlier one is moved to an extra lane thread ("python · l
 streams any two overlapping operations go to different lanes ("Stream 7 · lane 2"), first-fit in
 start order (the minimum number of lanes).  Nothing is dropped.
 
-**Flows** (arrows): from each launching API call to each kernel/memop with the same
-(source_id, correlation_id) and pid (a GPU row without pid links when exactly one pid issued that
-correlation); when several API calls share a correlation the earliest is the launch.  A link is
+**Flows** (arrows): from each launching API call to each kernel/memop by the one launch rule of
+the views (`tk_launch_link`, sql/lib/host_calls.sql: same (source_id, correlation_id) and pid; a
+GPU row without pid links when exactly one pid issued that correlation); when several API calls
+share a correlation the earliest is the launch (`tk_launch_calls()`'s order, here with the row
+as the last tie-break, within the exported time range).  A link is
 written only when the GPU work does not start before its launch call (Perfetto would drop the arrow).
 JSON: flow v2, ``bind_id`` = the launch's first link id with ``flow_out`` on the call and
 ``flow_in`` on each of its GPU ops (a graph launch fans out to all its kernels; the engine keeps a
@@ -887,7 +889,7 @@ class _Exporter:
                    -- Perfetto orders events by ts, then longer first, then file order (host first)
                    g.g_s > c.api_s OR (g.g_s = c.api_s AND g.g_dur <= c.api_dur) AS ok
             FROM gpu g JOIN chosen c ON g.source_id = c.source_id AND g.correlation_id = c.correlation_id
-            WHERE g.pid = c.pid OR (g.pid IS NULL AND c.n_pids = 1)""")
+            WHERE tk_launch_link(g.pid, c.pid, c.n_pids)  -- the one launch rule (sql/lib/host_calls.sql)""")
         late = con.execute("SELECT count(*) FROM tk_pairs WHERE NOT ok").fetchall()[0][0]
         if late:
             self.r.skipped["flow arrows whose GPU work starts before its launch call"] += late
