@@ -30,7 +30,8 @@ def score(workdir: Path) -> dict:
     symptoms = set(labels["symptoms"])
     rows = []
     for case, lab in labels["cases"].items():
-        for fmt, pattern in labels["formats"].items():
+        for fmt in lab.get("formats", labels["formats"]):
+            pattern = labels["formats"][fmt]
             path = LAB / pattern.format(case=case)
             db = workdir / f"{case}_{fmt}.duckdb"
             t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from conftest import FIXTURES, load_json, need
 
 LAB = FIXTURES / "labelled"
 LABELS = json.loads((LAB / "labels.json").read_text())
-CASES = [(c, f) for c in LABELS["cases"] for f in LABELS["formats"]]
+CASES = [(c, f) for c, lab in LABELS["cases"].items() for f in lab.get("formats", LABELS["formats"])]
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +53,15 @@ def nsys_db(case):
     return sqlite3.connect(f"file:{need(LAB / f'{case}.sqlite')}?mode=ro", uri=True)
 
 
-def nsys_steps(con):
-    """(start, end) of the NVTX 'step' ranges, in order."""
-    return con.execute("""SELECT start, end FROM NVTX_EVENTS WHERE text = 'step' OR textId IN
-                          (SELECT id FROM StringIds WHERE value = 'step') ORDER BY start""").fetchall()
+def nsys_steps(con, names=("step",)):
+    """(start, end) of the NVTX step ranges, in order."""
+    q = ", ".join("?" * len(names))
+    return con.execute(f"""SELECT start, end FROM NVTX_EVENTS WHERE text IN ({q}) OR textId IN
+                           (SELECT id FROM StringIds WHERE value IN ({q})) ORDER BY start""",
+                       [*names, *names]).fetchall()
+
+
+STEP_NAMES = {"graphs_whole": ("eager_step", "graph_step")}  # else 'step' (labelled.py)
 
 
 @pytest.mark.parametrize("case,fmt", CASES, ids=[f"{c}-{f}" for c, f in CASES])
@@ -87,7 +92,7 @@ def test_startup_is_before_the_first_step(lab):
     for case in LABELS["cases"]:
         st, d = lab(case, "nsys")
         con = nsys_db(case)
-        steps = nsys_steps(con)
+        steps = nsys_steps(con, STEP_NAMES.get(case, ("step",)))
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         first_op = min(con.execute(f"SELECT min(start) FROM {t}").fetchone()[0]
                        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -98,7 +103,8 @@ def test_startup_is_before_the_first_step(lab):
 
 
 LABELS_STEPS = {"launch_bound": 30, "item_sync": 20, "pageable_copy": 8, "runtime_compile": 8,
-                "graph_replay": 60, "gemm_loop": 20}  # labelled.py's default steps per case
+                "graph_replay": 60, "gemm_loop": 20,  # labelled.py's default steps per case
+                "graphs_whole": 16}  # graphs.py: 8 eager_step + 8 graph_step
 
 
 def test_item_sync_gaps_are_put_on_the_sync(lab):
@@ -178,7 +184,7 @@ def test_negative_controls_are_busy(lab, case, util):
 def test_kineto_and_nsys_agree(lab):
     """The same program captured both ways gets the same verdicts (runtime_compile apart)."""
     for case, label in LABELS["cases"].items():
-        if "kineto" in label.get("not_visible", {}):
+        if "kineto" in label.get("not_visible", {}) or len(label.get("formats", LABELS["formats"])) < 2:
             continue
         codes = [top_cause(lab(case, f)[1]) for f in LABELS["formats"]]
         assert len({c.code if c else None for c in codes}) == 1, (case, [c and c.code for c in codes])
@@ -186,7 +192,55 @@ def test_kineto_and_nsys_agree(lab):
 
 def test_kineto_step_counts(lab):
     for case, n in LABELS_STEPS.items():
+        if "kineto" not in LABELS["cases"][case].get("formats", LABELS["formats"]):
+            continue
         raw = load_json(need(LAB / f"{case}.json.gz"))
         steps = [e for e in raw["traceEvents"] if e.get("name") == "step" and e.get("cat") == "user_annotation"]
         st, _ = lab(case, "kineto")
         assert len(steps) == st.one("select steps from steady_state") == n
+
+
+def test_whole_program_capture_has_no_false_sync_stall(tmp_path):
+    """nsys on the whole eager-vs-graphs program (start-up included, nsys/graphs_whole.sqlite):
+    diagnose had put 69 gaps, 72.4 ms, on synchronizing calls that blocked the host 1.6 ms in all
+    (MEDIUM sync_stall, 21.6 % of the window). A gap's sync part is at most the time the host
+    was blocked in the sync the GPU drained during; here that is one gap and 0.79 ms, computed
+    again from the raw export with sqlite3. The verdict is launch_bound over the steps."""
+    import tracekit
+    from tracekit.diagnose import diagnose
+
+    path = need(LAB / "graphs_whole.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    ops = sorted(r for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                 if t in tables for r in con.execute(f"SELECT start, end, correlationId FROM {t}"))
+    calls = {c: t for c, t in con.execute("""SELECT correlationId, min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME
+                                             GROUP BY correlationId""")}
+    syncs = con.execute("""SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                           WHERE s.value LIKE 'cuda%Synchronize%'""").fetchall()
+    busy, blocked = ops[0][1], {}  # gap start -> (gap length, time the host was blocked in the sync)
+    for s, e, corr in ops[1:]:
+        if s > busy and calls.get(corr, 0) > busy:
+            before = [(b, a) for a, b in syncs if a < busy]
+            if before and max(before)[0] >= busy:
+                b, a = max(before)
+                blocked[busy] = (s - busy, b - a)
+        busy = max(busy, e)
+    assert len(blocked) == 65  # gaps that began while the host was in a sync
+    db = tmp_path / "gw.duckdb"
+    tracekit.convert([str(path)], db=str(db))
+    with tracekit.open(str(db)) as st:
+        got = {r[0]: r[1:] for r in st.rows("""select start_ns, dur_ns, sync_ns, compile_ns from idle_gaps
+                                               where scope = 'device'""")}
+        for g0, (dur, blk) in blocked.items():  # the sync part: at most the blocked time
+            assert got[g0][0] == dur and got[g0][1] == min(dur - got[g0][2], blk)
+        assert sum(v[1] for v in got.values()) < 1_000_000  # 72.4 ms before
+        assert st.one("select count(*) from idle_gaps where cause = 'sync_wait'") == 0
+        assert st.one("select sum(dur_ns) from host_syncs") < 2_000_000
+        d = diagnose(st)
+    assert "sync_stall" not in d.codes()
+    assert top_cause(d).code == "launch_bound"
+    f = next(f for f in d.findings if f.code == "launch_bound")
+    assert f.phases["eager_step"]["meets_rule"] and not f.phases["graph_step"]["meets_rule"]
+    su = next(f for f in d.findings if f.code == "startup")
+    assert su.severity == "low" and su.share_pct > 90
