@@ -27,7 +27,7 @@
 CREATE OR REPLACE VIEW overlap AS
 WITH ops AS (
     SELECT source_id, device_id, start_ns, end_ns,
-           CASE WHEN kind = 'kernel' AND (name ILIKE '%nccl%' OR name ILIKE '%rccl%') THEN 'comm'
+           CASE WHEN kind = 'kernel' AND tk_is_comm_kernel(name) THEN 'comm'
                 WHEN kind = 'kernel' THEN 'compute'
                 WHEN kind = 'memcpy' THEN 'memcpy' END AS cls
     FROM gpu_activity WHERE device_id IS NOT NULL AND kind <> 'memset'

@@ -61,11 +61,11 @@ WITH ib AS (  -- the instances by length class, as in phase_ops
     SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns,
            i.lvl, (i.start_ns >> i.lvl) + b.d AS bucket
     FROM (SELECT *, dense_rank() OVER (ORDER BY source_id, phase, category) AS pk  -- phase as a number
-          FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id,
+          FROM (SELECT source_id, tk_phase(name) AS phase, category, event_id,
                        pid, tid, start_ns, end_ns,
                        floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
           FROM events
-          WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
+          WHERE tk_is_phase_range(category, is_instant)
             AND pid IS NOT NULL)) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
@@ -86,12 +86,12 @@ po AS (SELECT * FROM po_all WHERE device_id IS NOT NULL),
 -- the rows of phase_instances (its rule; window_end_ns from the ops of phase_ops, which match
 -- launches to instances as phase_instances does), without matching the launches again
 pi AS MATERIALIZED (
-    SELECT r.source_id, regexp_replace(r.name, '#[0-9]+$', '') AS phase, r.category, r.start_ns,
+    SELECT r.source_id, tk_phase(r.name) AS phase, r.category, r.start_ns,
            greatest(r.end_ns, coalesce(g.gpu_end_ns, r.end_ns)) AS window_end_ns, r.dur_ns
     FROM events r
     LEFT JOIN (SELECT source_id, event_id, max(end_ns) AS gpu_end_ns FROM po_all GROUP BY ALL) g
       ON g.source_id = r.source_id AND g.event_id = r.event_id
-    WHERE r.category IN ('user_annotation', 'nvtx') AND NOT coalesce(r.is_instant, false)
+    WHERE tk_is_phase_range(r.category, r.is_instant)
       AND r.pid IS NOT NULL
 ),
 devs AS (

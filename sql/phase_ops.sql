@@ -38,10 +38,10 @@ CREATE OR REPLACE VIEW phase_ops AS
 WITH ib AS (  -- the instances of phase_instances (its rule, without its GPU columns) by length class
     SELECT i.source_id, i.phase, i.category, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns, i.lvl,
            (i.start_ns >> i.lvl) + b.d AS bucket
-    FROM (SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, event_id, pid,
+    FROM (SELECT source_id, tk_phase(name) AS phase, category, event_id, pid,
                  tid, start_ns, end_ns, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
           FROM events
-          WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
+          WHERE tk_is_phase_range(category, is_instant)
             AND pid IS NOT NULL) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),

@@ -36,10 +36,10 @@ WITH po AS MATERIALIZED (  -- phase_ops summed per kind and kernel name (the ops
     FROM phase_ops GROUP BY ALL
 ),
 inst AS (  -- the rows of phase_instances (its rule; that view also matches every instance's GPU work)
-    SELECT source_id, regexp_replace(name, '#[0-9]+$', '') AS phase, category, count(*) AS instances,
+    SELECT source_id, tk_phase(name) AS phase, category, count(*) AS instances,
            sum(dur_ns)::BIGINT AS wall_ns, avg(dur_ns) AS avg_wall_ns
     FROM events
-    WHERE category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false) AND pid IS NOT NULL
+    WHERE tk_is_phase_range(category, is_instant) AND pid IS NOT NULL
     GROUP BY ALL
 ),
 ops AS (

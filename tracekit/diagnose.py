@@ -170,7 +170,6 @@ REMEDIES = {
 }
 
 SEVERITIES = ("high", "medium", "low", "info")
-COMM_PATTERN = ("nccl", "rccl")
 
 
 class DiagnoseError(Exception):
@@ -387,11 +386,6 @@ def _pct(a, b) -> float | None:
     if a is None or not b:
         return None
     return 100.0 * a / b
-
-
-def _is_comm(name: str | None) -> bool:
-    n = (name or "").lower()
-    return any(p in n for p in COMM_PATTERN)
 
 
 # --------------------------------------------------------------------------------------------
@@ -823,19 +817,20 @@ class _Rules:
     def hot_kernel(self, s: Scope, window_ns: int) -> Finding | None:
         q = self.q
         if s.phase is None:
-            hq = f"""SELECT time_pct, total_ns, instances, avg_ns, med_ns, short_name, name
+            hq = f"""SELECT time_pct, total_ns, instances, avg_ns, med_ns, short_name, name,
+                            tk_is_comm_kernel(name) AS comm
                      FROM hotspots WHERE source_id = {s.source_id} ORDER BY total_ns DESC LIMIT 10"""
             view = "hotspots"
         else:
             hq = f"""SELECT 100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct, sum(dur_ns)::BIGINT AS total_ns,
                             count(*) AS instances, avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns,
-                            any_value(short_name) AS short_name, name
+                            any_value(short_name) AS short_name, name, tk_is_comm_kernel(name) AS comm
                      FROM phase_ops WHERE source_id = {s.source_id} AND phase = {lit(s.phase)} AND kind = 'kernel'
                        AND short_name IS NOT NULL
                      GROUP BY name ORDER BY total_ns DESC LIMIT 10"""
             view = "phase_ops"
         rows = q.dicts(hq)
-        cand = [r for r in rows if not _is_comm(r["name"])]
+        cand = [r for r in rows if not r["comm"]]  # collectives: their time is mostly waiting
         if not cand or (cand[0]["time_pct"] or 0) < self.th["hot_kernel_pct"]:
             return None
         k = cand[0]
