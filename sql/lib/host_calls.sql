@@ -23,8 +23,9 @@
 -- tk_launch_calls() -> TABLE (source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
 --                             n_pids)
 --   the launch call of each (source, process, correlation id): the earliest `api_calls` row with
---   that correlation id in that process (ties: the longer call, then the lower tid, then the
---   name). n_pids = the number of processes of the source that issued that correlation id
+--   that correlation id in that process (ties: the longer call; calls with the same start and
+--   end are one call twice, e.g. a runtime call and the driver call it made, either may be
+--   taken). n_pids = the number of processes of the source that issued that correlation id
 --   (nsys numbers correlations per process, so they repeat across processes).
 --
 -- tk_launch_link(op_pid, call_pid, n_pids) -> BOOLEAN
@@ -83,13 +84,10 @@ CREATE OR REPLACE MACRO tk_sync_calls() AS TABLE
 CREATE OR REPLACE MACRO tk_launch_calls() AS TABLE
     SELECT source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
            count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids
-    FROM (SELECT source_id, pid, correlation_id,
-                 arg_min(tid, (start_ns, -end_ns, tid, name)) AS tid,
-                 arg_min(name, (start_ns, -end_ns, tid, name)) AS name,
-                 min(start_ns) AS start_ns,
-                 arg_min(end_ns, (start_ns, -end_ns, tid, name)) AS end_ns,
-                 arg_min(dur_ns, (start_ns, -end_ns, tid, name)) AS dur_ns
-          FROM api_calls WHERE correlation_id IS NOT NULL
+    FROM (SELECT source_id, pid, correlation_id, arg_min(tid, k) AS tid, arg_min(name, k) AS name,
+                 min(start_ns) AS start_ns, arg_min(end_ns, k) AS end_ns, arg_min(dur_ns, k) AS dur_ns
+          FROM (SELECT *, start_ns::HUGEINT * 18446744073709551616 - end_ns AS k  -- earliest, then longest
+                FROM api_calls WHERE correlation_id IS NOT NULL)
           GROUP BY source_id, pid, correlation_id);
 
 CREATE OR REPLACE MACRO tk_launch_link(op_pid, call_pid, n_pids) AS
