@@ -49,9 +49,10 @@
 -- in that order (NULLs last), so the closing operation comes out of the same running maximum
 -- (of end * 2^40 - number: the latest end, then the lowest stream, then the lowest name); for
 -- scope 'stream' of a NULL stream it is looked up on the whole device, as for scope 'device'.
--- The launch call is looked up once per operation; the sync test once per late gap: per process,
--- the synchronizing call with the latest end among those started before the gap (ASOF join on
--- a running maximum). The compile intervals of a process are merged into disjoint intervals first.
+-- The launch call is looked up once per operation; the sync test once per late gap start and
+-- process (the device and stream scopes share most gap starts): the synchronizing call with the
+-- latest end among those started before the gap (ASOF join on a running maximum). The compile
+-- intervals of a process are merged into disjoint intervals first.
 -- Names (operation and API) travel as numbers and are put back after the sort.
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
@@ -145,7 +146,7 @@ null_before AS (  -- scope 'stream', NULL stream: the closing op is looked up on
     WHERE (source_id, device_id) IN (SELECT source_id, device_id FROM ops WHERE stream_id IS NULL)
     GROUP BY ALL
 ),
-gaps AS MATERIALIZED (
+gaps AS (
     SELECT source_id, 'device' AS scope, device_id, NULL::BIGINT AS stream_id, until_ns AS start_ns,
            start_ns AS end_ns, (until_ns * 1099511627776::HUGEINT - key)::BIGINT AS before_cid, cid AS after_cid,
            api_start_ns, api_id, api_pid
@@ -160,28 +161,36 @@ gaps AS MATERIALIZED (
      AND nb.end_ns = s.until_ns
     WHERE s.until_ns < s.start_ns
 ),
-late AS (  -- gaps whose next op was launched after the gap began: what the host did meanwhile
+comp AS (  -- per late gap, the time covered by the launching process's compile intervals (few)
     SELECT g.source_id, g.scope, g.device_id, g.stream_id, g.start_ns,
-           CASE WHEN s.until_ns >= g.start_ns THEN s.until_ns - s.until_start_ns END AS blocked_ns,
-           coalesce((SELECT sum(least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns))
-                     FROM compiles c
-                     WHERE c.source_id = g.source_id AND c.pid = g.api_pid
-                       AND c.start_ns < g.end_ns AND c.end_ns > g.start_ns), 0) AS compile_ns
+           sum(least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)) AS compile_ns
     FROM gaps g
-    ASOF LEFT JOIN syncs s
+    JOIN compiles c
+      ON c.source_id = g.source_id AND c.pid = g.api_pid AND c.start_ns < g.end_ns AND c.end_ns > g.start_ns
+    WHERE g.api_start_ns > g.start_ns
+    GROUP BY ALL
+),
+late AS (  -- late gaps (next op launched after the gap began): the sync the GPU drained during,
+           -- once per (process, gap start): the device and stream scopes share most gap starts
+    SELECT g.source_id, g.api_pid, g.start_ns,
+           CASE WHEN s.until_ns >= g.start_ns THEN s.until_ns - s.until_start_ns END AS blocked_ns
+    FROM (SELECT DISTINCT source_id, api_pid, start_ns FROM gaps WHERE api_start_ns > start_ns) g
+    ASOF JOIN syncs s
       ON s.source_id = g.source_id AND s.any_pid = (g.api_pid IS NULL)
      AND s.pid = coalesce(g.api_pid, 0) AND g.start_ns > s.start_ns
-    WHERE g.api_start_ns > g.start_ns
 ),
 parts AS (
-    SELECT g.*, g.end_ns - g.start_ns AS dur_ns, l.source_id IS NOT NULL AS is_late,
-           coalesce(l.compile_ns, 0)::BIGINT AS compile_ns,
-           coalesce(CASE WHEN l.blocked_ns IS NOT NULL  -- (least() would skip a NULL)
-                         THEN least(g.end_ns - g.start_ns - l.compile_ns, l.blocked_ns) END, 0)::BIGINT AS sync_ns
+    SELECT g.*, g.end_ns - g.start_ns AS dur_ns, coalesce(g.api_start_ns > g.start_ns, false) AS is_late,
+           coalesce(c.compile_ns, 0)::BIGINT AS compile_ns,
+           CASE WHEN g.api_start_ns > g.start_ns AND l.blocked_ns IS NOT NULL  -- (least() would skip a NULL)
+                THEN least(g.end_ns - g.start_ns - coalesce(c.compile_ns, 0), l.blocked_ns)
+                ELSE 0 END::BIGINT AS sync_ns
     FROM gaps g
     LEFT JOIN late l
-      ON l.source_id = g.source_id AND l.scope = g.scope AND l.device_id = g.device_id
-     AND l.stream_id IS NOT DISTINCT FROM g.stream_id AND l.start_ns = g.start_ns
+      ON l.source_id = g.source_id AND l.api_pid IS NOT DISTINCT FROM g.api_pid AND l.start_ns = g.start_ns
+    LEFT JOIN comp c
+      ON c.source_id = g.source_id AND c.scope = g.scope AND c.device_id = g.device_id
+     AND c.stream_id IS NOT DISTINCT FROM g.stream_id AND c.start_ns = g.start_ns
 ),
 result AS (
     SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns,
