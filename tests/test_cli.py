@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import json
 import shutil
 
@@ -172,3 +173,21 @@ def test_utf16_ncu_csv_is_detected(tmp_path):
     assert code == 0, err
     code, out8, _ = run("convert", src, "--db", tmp_path / "u8.duckdb")
     assert out.split("(ncu)")[1] == out8.split("(ncu)")[1]  # same rows per table
+
+
+def test_views_lib_lists_and_documents_the_sql_library():
+    from tracekit import views
+    from tracekit.cli import main
+
+    r = CliRunner().invoke(main, ["views", "--lib"])
+    assert r.exit_code == 0
+    listed = {line.strip() for line in r.output.splitlines() if line.startswith("  ")}
+    made = set()
+    for _, text in views.library():
+        made |= set(re.findall(r"CREATE OR REPLACE TEMP MACRO (\w+)\(", text))
+    assert listed == made and {"tk_sync_calls", "tk_launch_calls", "tk_launch_link", "tk_phase"} <= made
+    r = CliRunner().invoke(main, ["views", "--doc", "lib/host_calls"])
+    assert r.exit_code == 0 and "tk_launch_link(op_pid, call_pid, n_pids) -> BOOLEAN" in r.output
+    for m in made:  # every macro is documented in its file's header
+        assert any(f"{m}(" in line for _, text in views.library() for line in text.splitlines()
+                   if line.startswith("--")), m

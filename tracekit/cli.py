@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -300,16 +301,29 @@ def _cell(v) -> str:
 
 
 @main.command("views")
-@click.option("--doc", "doc_of", metavar="VIEW", help="Print the full documentation of one view.")
-def views_cmd(doc_of):
+@click.option("--doc", "doc_of", metavar="VIEW",
+              help="Print the full documentation of one view (or of a file of the SQL library, lib/NAME).")
+@click.option("--lib", is_flag=True, help="List the SQL library: the macros the views share (sql/lib/).")
+def views_cmd(doc_of, lib):
     """List the SQL views with one-line descriptions (or the full doc of one)."""
     all_v = views.all_views()
+    libs = {f"lib/{p.stem}": text for p, text in views.library()}
     if doc_of:
         for v in all_v:
             if v.name == doc_of:
                 click.echo(v.header)
                 return
-        _fail(f"no view named {doc_of!r}; `tracekit views` lists them")
+        if doc_of in libs:
+            click.echo("\n".join(line[3:] if line.startswith("-- ") else line[2:]
+                                 for line in libs[doc_of].split("\n") if line.startswith("--")))
+            return
+        _fail(f"no view named {doc_of!r}; `tracekit views` lists them (`--lib`: the library)")
+    if lib:
+        for name, text in libs.items():
+            click.echo(f"{name}: {text.splitlines()[0].split(':', 1)[1].strip()}")
+            for m in re.findall(r"CREATE OR REPLACE TEMP MACRO (\w+)\(", text):
+                click.echo(f"  {m}")
+        return
     w = max(len(v.name) for v in all_v)
     for v in all_v:
         click.echo(f"{v.name.ljust(w)}  {v.description}")

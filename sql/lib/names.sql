@@ -1,4 +1,4 @@
--- lib/names: what a name says (phase of a range, communication kernel).
+-- lib/names: what a name or a row says: phase of a range, graph launch or span, communication kernel.
 --
 -- tk_phase(name) -> VARCHAR
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
