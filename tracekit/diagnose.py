@@ -774,7 +774,7 @@ class _Rules:
         calls = q.dicts(cq)
         n_calls = sum(r["calls"] for r in calls)
         n, med = s.gaps.get("runtime_compile", (None, None))
-        gaps_txt = f"{n:,} gaps (median {fmt_ns(med)}) " if n else ""
+        gaps_txt = f"{n:,} gaps, median {fmt_ns(med)}, " if n else ""
         per = f", {s.instances} instances of {s.phase}" if s.phase is not None and s.instances else ""
         ev = [q.evidence("api_calls", cq)]
         ev.append(self._gap_evidence(s, "runtime_compile"))

@@ -21,9 +21,9 @@ import html
 import math
 
 from . import __version__
-from .diagnose import CODES, Diagnosis, _cell, _Q, fmt_ns, fmt_pct
+from .diagnose import CODES, IDLE_CAUSES, Diagnosis, _cell, _Q, fmt_ns, fmt_pct
 
-CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "kernel_wait": "#ff7f0e",
+CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "runtime_compile": "#8c564b", "kernel_wait": "#ff7f0e",
                 "other": "#7f7f7f", "outside": "#c7c7c7", "busy": "#2ca02c"}
 SEV_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#f9a825", "info": "#1565c0"}
 BOUND_COLORS = {"memory": "#1f77b4", "compute": "#d62728", "latency": "#ff7f0e", "balanced": "#7f7f7f"}
@@ -129,7 +129,7 @@ def _gap_histogram(p: _Plots, q: _Q, src: dict) -> None:
     edges = edges[lo: hi + 1]
     labels = [f"{fmt_ns(a)}–{fmt_ns(b)}" for a, b in zip(edges, edges[1:])]
     fig = go.Figure()
-    for cause in ("host_wait", "sync_wait", "kernel_wait", "other"):
+    for cause in IDLE_CAUSES:
         durs = [r["dur_ns"] for r in rows if r["cause"] == cause]
         if not durs:
             continue
@@ -155,6 +155,7 @@ def _phase_time(p: _Plots, q: _Q, src: dict) -> None:
         return
     rows = q.dicts(f"""SELECT phase, sum(instances) AS instances, sum(busy_ns) AS busy_ns,
                               sum(host_wait_ns) AS host_wait_ns, sum(sync_wait_ns) AS sync_wait_ns,
+                              sum(runtime_compile_ns) AS runtime_compile_ns,
                               sum(kernel_wait_ns) AS kernel_wait_ns, sum(other_ns) AS other_ns,
                               sum(outside_ns) AS outside_ns, sum(span_ns) AS span_ns
                        FROM phase_idle WHERE source_id = {sid} GROUP BY phase ORDER BY span_ns""")
@@ -162,7 +163,7 @@ def _phase_time(p: _Plots, q: _Q, src: dict) -> None:
         return
     fig = go.Figure()
     ylab = [f"{_short(r['phase'], 40)} ×{r['instances']}" for r in rows]
-    for key in ("busy", "host_wait", "sync_wait", "kernel_wait", "other", "outside"):
+    for key in ("busy", *IDLE_CAUSES, "outside"):
         xs = [(r[f"{key}_ns"] or 0) / 1e6 for r in rows]
         if not any(xs):
             continue
