@@ -194,6 +194,7 @@ def test_decode_b1_launch_bound(stores):
     su = one(d, "startup", source_id=0)
     assert su.severity == "low" and su.time_ns == w0 - raw.window()[0]
     assert su.metrics["steps"] == 8 and su.metrics["step_phases"] == "decode_step"
+    assert su.summary.endswith("(ranges there: prefill)")  # what the judged window leaves out
     assert "launch_bound" in {x.code for x in d.findings} and "hot_kernel" not in {x.code for x in d.findings}
 
 

@@ -798,6 +798,13 @@ class _Rules:
         dev_ns = st["device_end_ns"] - st["device_start_ns"]
         if out_ns <= 0:
             return None
+        steps = set((st["step_phases"] or "").split(","))
+        other = [r["phase"] for r in self.q.dicts(
+            f"""SELECT phase, min(start_ns) AS s FROM phase_instances
+                WHERE source_id = {s.source_id} AND gpu_ops > 0
+                  AND (start_ns < {st['window_start_ns']} OR start_ns >= {st['window_end_ns']})
+                GROUP BY phase ORDER BY s""") if r["phase"] not in steps]
+        ranges = f" (ranges there: {', '.join(other[:5])}{', ...' if len(other) > 5 else ''})" if other else ""
         comp = ""
         if st["startup_compile_calls"]:
             comp = (f"; {st['startup_compile_calls']:,} code-loading calls before the first step "
@@ -807,7 +814,7 @@ class _Rules:
             summary=(f"the findings judge the steady state: {st['steps']:,} repeated steps "
                      f"({st['step_phases']}), {fmt_ns(st['window_ns'])}; {fmt_ns(st['startup_ns'])} before the "
                      f"first step (GPU busy {fmt_ns(st['startup_busy_ns'])} of it) and "
-                     f"{fmt_ns(st['teardown_ns'])} after the last are start-up and tear-down{comp}"),
+                     f"{fmt_ns(st['teardown_ns'])} after the last are start-up and tear-down{ranges}{comp}"),
             metrics={"startup_ns": st["startup_ns"], "teardown_ns": st["teardown_ns"],
                      "startup_busy_ns": st["startup_busy_ns"], "steps": st["steps"],
                      "step_phases": st["step_phases"], "steady_window_ns": st["window_ns"],
