@@ -18,6 +18,8 @@
 -- counts as extra calls; tracekit keeps them as `events` (category cuda_backtrace), not here.
 -- Ordered by source_id, total_ns DESC, num_calls DESC, name.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id   INTEGER  the source (sources.source_id)
 --   time_pct    DOUBLE   share of the source's total API time, in percent

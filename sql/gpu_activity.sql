@@ -4,6 +4,8 @@
 -- `kernels` and `memops` tables. `syncs` rows are NOT activity (a sync record marks a wait,
 -- not work; HTA counts them because they carry a stream, we do not).
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id       INTEGER  the source
 --   device_id       INTEGER  GPU index

@@ -5,6 +5,8 @@
 -- joins their busy period. The result is disjoint, sorted busy periods; the time between two
 -- of them is an `idle_gaps` row of scope 'device'.
 --
+-- Uses: gpu_activity
+--
 -- Columns:
 --   source_id  INTEGER  the source
 --   device_id  INTEGER  GPU index

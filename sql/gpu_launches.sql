@@ -11,6 +11,8 @@
 -- windowed export) have no row here.
 -- (Method, no effect on the result: names travel as their rank in name order and are put back last.)
 --
+-- Uses: gpu_activity
+--
 -- Columns:
 --   source_id       INTEGER  the source
 --   device_id       INTEGER  GPU index

@@ -6,6 +6,8 @@
 -- 100 * busy_ns / window_ns. kernel_ns / memcpy_ns / memset_ns are plain sums of durations
 -- (they can overlap each other). Over time: `gpu_utilization_timeline`; per annotation: `phases`.
 --
+-- Uses: gpu_activity, gpu_busy
+--
 -- Columns:
 --   source_id        INTEGER  the source
 --   device_id        INTEGER  GPU index

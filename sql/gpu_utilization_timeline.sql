@@ -7,6 +7,8 @@
 -- end).
 -- Parameters: bucket_ns.
 --
+-- Uses: gpu_busy, gpu_utilization
+--
 -- Columns:
 --   source_id        INTEGER  the source
 --   device_id        INTEGER  GPU index

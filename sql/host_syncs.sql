@@ -22,6 +22,8 @@
 -- (per length class), the ops through running counts per end time, so the cost grows with the
 -- number of events and ops, not with their product with the number of calls.
 --
+-- Uses: gpu_activity
+--
 -- Columns:
 --   source_id       INTEGER  the source
 --   pid             BIGINT   process

@@ -13,6 +13,8 @@
 --   stddev_ns = sample standard deviation (n - 1); 0 for a single instance
 -- Ordered by source_id, total_ns DESC, instances DESC, name.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id   INTEGER  the source (sources.source_id)
 --   time_pct    DOUBLE   share of the source's total kernel time, in percent

@@ -12,6 +12,8 @@
 --   sm_pct, memory_pct, dram_pct, arithmetic_intensity = means over them
 --   match_quality = the best quality among them (exact > key > order > name)
 --
+-- Uses: hotspots, kernel_bounds, ncu_timeline_match
+--
 -- Columns:
 --   source_id            INTEGER  the source (hotspots)
 --   time_pct             DOUBLE   share of the source's kernel time, % (hotspots)

@@ -56,6 +56,8 @@
 -- Names (operation and API) travel as numbers and are put back after the sort.
 -- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
 --
+-- Uses: gpu_activity
+--
 -- Columns:
 --   source_id      INTEGER  the source
 --   scope          VARCHAR  'device' (all streams merged) or 'stream'

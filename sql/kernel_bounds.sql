@@ -33,6 +33,8 @@
 --   pct_of_peak_flop = 100 * ops/s of compute_class / its peak
 -- (Tensor "ops" count each multiply-add as 2; int8/int1 tensor ops count as ops.)
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id              INTEGER  the ncu source
 --   id                     BIGINT   ncu result ID (ncu_kernels.id)

@@ -11,6 +11,8 @@
 -- took on the CPU — the CPU cannot keep such a stream fed; many of them argue for CUDA graphs
 -- or kernel fusion.
 --
+-- Uses: gpu_launches
+--
 -- Columns:
 --   source_id            INTEGER  the source
 --   pid                  BIGINT   launching process

@@ -15,6 +15,8 @@
 --   launch_api_ns        summed duration of the launch calls (each call once)
 -- Parameters: tiny_kernel_ns.
 --
+-- Uses: launch_latency
+--
 -- Columns:
 --   source_id         INTEGER  the source
 --   device_id         INTEGER  GPU index

@@ -9,6 +9,8 @@
 -- Sizes are bytes (nsys prints MB = 10^6 bytes by default: divide by 1e6 to compare).
 -- Ordered by source_id, total_bytes DESC, count DESC, operation.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id     INTEGER  the source
 --   total_bytes   BIGINT   bytes moved or set

@@ -17,6 +17,8 @@
 -- Works on Kineto too (copy_kind parsed from `Memcpy HtoD (...)` names).
 -- Ordered by source_id, total_ns DESC, count DESC, operation.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id   INTEGER  the source
 --   time_pct    DOUBLE   share of the source's total memory-operation time, in percent

@@ -40,6 +40,8 @@
 --               stack (NULL when either side has none).
 --   Only timeline kernels whose base name ncu profiled are read (no effect on the result).
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   ncu_source_id      INTEGER  the ncu source
 --   ncu_id             BIGINT   ncu result ID (ncu_kernels.id)

@@ -28,6 +28,8 @@
 -- table (nsys: of its range rows only).
 -- nsys rounds the averages to 1 decimal; we do not. Ordered by source_id, total_proj_ns DESC, range.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id       INTEGER  the source
 --   range           VARCHAR  display name (`<domain>:<name>` for NVTX, as in nvtx_summary)

@@ -17,6 +17,8 @@
 --   stddev_ns = sample standard deviation (n - 1); 0 for a single instance
 -- Ordered by source_id, total_ns DESC, instances DESC, range.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id   INTEGER  the source
 --   time_pct    DOUBLE   share of the source's total range time, in percent

@@ -11,6 +11,8 @@
 --   stddev_ns = sample standard deviation (n - 1); 0 for a single call
 -- Ordered by source_id, total_ns DESC, num_calls DESC, name.
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   source_id   INTEGER  the source
 --   time_pct    DOUBLE   share of the source's total OS runtime time, in percent

@@ -15,6 +15,8 @@
 --                  TraceLens subtracts comm from memcpy too)
 --   overlap_pct  = 100 * overlap_ns / kind_ns (HTA's comm/comp overlap %; NULL without that kind)
 --
+-- Uses: gpu_activity
+--
 -- Columns:
 --   source_id    INTEGER  the source
 --   device_id    INTEGER  GPU index

@@ -30,6 +30,8 @@
 -- ends come from the matched ops, so launches are matched to ranges once; tests/test_views.py
 -- guards both).
 --
+-- Uses: gpu_activity, gpu_launches, idle_gaps
+--
 -- Columns:
 --   source_id        INTEGER  the source
 --   phase            VARCHAR  range name without trailing '#N'

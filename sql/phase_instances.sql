@@ -12,6 +12,8 @@
 -- Method (no effect on the result): launches are matched to ranges through buckets of the range
 -- start per length class, so the cost grows with launches + ranges, not with their product.
 --
+-- Uses: gpu_launches
+--
 -- Columns:
 --   source_id      INTEGER  the source
 --   phase          VARCHAR  range name without trailing '#N'

@@ -12,6 +12,8 @@
 -- `shorter_than_launch`: the op ran for less time than its launch call took on the CPU (as in
 -- `launch_latency`).
 --
+-- Uses: gpu_launches
+--
 -- Columns:
 --   source_id            INTEGER  the source
 --   phase                VARCHAR  range name without trailing '#N'

@@ -16,6 +16,8 @@
 -- phase_instances' rule (duplicated for speed: that view also matches every instance's GPU
 -- work; tests/test_views.py guards it).
 --
+-- Uses: phase_idle, phase_ops
+--
 -- Columns:
 --   source_id        INTEGER    the source
 --   phase            VARCHAR    range name without trailing '#N'

@@ -16,6 +16,8 @@
 --                  (TraceLens' comm_latency; the rest of each duration is synchronization)
 --   slowest_rank = the rank that arrived last (ties: highest rank)
 --
+-- Uses: ranks
+--
 -- Columns:
 --   job_id        INTEGER  lowest source_id of the job's ranks
 --   world_size    INTEGER  sources.world_size

@@ -13,6 +13,8 @@
 -- device_id is the rank's GPU (the lowest device id of its kernels; one per rank normally).
 -- clock_offset_ns maps the rank's times to the common clock (NULL counts as 0).
 --
+-- Uses: (tables only)
+--
 -- Columns:
 --   job_id           INTEGER  the job: lowest source_id of its ranks
 --   world_size       INTEGER  sources.world_size ('source'), GPU processes of the source ('process')

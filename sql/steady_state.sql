@@ -25,6 +25,8 @@
 --   code-loading calls (`tk_is_compile_call`) started before the window.
 -- Parameters: min_step_repeats.
 --
+-- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
+--
 -- Columns:
 --   source_id              INTEGER  the source
 --   device_id              INTEGER  GPU index

@@ -5,6 +5,8 @@
 -- name NULL is the total of the source. share_pct is the blocked time as a share of the
 -- source's span (sources.end_ns - sources.start_ns).
 --
+-- Uses: host_syncs
+--
 -- Columns:
 --   source_id       INTEGER  the source
 --   name            VARCHAR  API name (NULL on the total row)

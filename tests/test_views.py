@@ -224,3 +224,16 @@ def test_every_view_header_documents_its_columns_and_types(convert):
                 doc.append((m.group(1), m.group(2)))
         got = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {v.name}").fetchall()]
         assert doc == got, (v.path.name, [(a, b) for a, b in zip(doc + [None] * len(got), got) if a != b][:3])
+
+
+def test_declared_uses_are_the_views_each_statement_reads():
+    """Each header's `-- Uses:` line names exactly the views its statement reads (comments,
+    inline ones too, are not read: a view named in a comment is no dependency)."""
+    import re
+
+    word = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    names = {v.name for v in views.all_views()}
+    for v in views.all_views():
+        body = "\n".join(re.sub(r"--.*$", "", line) for line in v.sql.split("\n"))
+        read = {w for w in word.findall(body) if w in names and w != v.name}
+        assert set(v.uses) == read, (v.name, sorted(v.uses), sorted(read))

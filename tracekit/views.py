@@ -1,8 +1,10 @@
 """Loads the SQL views of ``sql/`` (one view per file) into a DuckDB connection.
 
 Each file starts with a header comment whose first line is ``-- <view>: <one-line description>``,
-followed by the documentation of every column and the exact definition, then one
-``CREATE OR REPLACE VIEW <view> AS ...`` statement.  Views are created as TEMP views, so they work
+followed by the exact definition, a line ``-- Uses: <the views it reads, comma-separated>`` (or
+``(tables only)``), the ``-- Columns:`` list (name, DuckDB type, meaning), then one
+``CREATE OR REPLACE VIEW <view> AS ...`` statement.  The declared uses decide the order the views
+are created in; a test checks them against the statement.  Views are created as TEMP views, so they work
 on read-only stores and always match the installed tracekit version.
 
 Rules that several views share are written once, as DuckDB macros in ``sql/lib/*.sql`` (each
@@ -41,6 +43,10 @@ class View:
     path: Path
     header: str
     sql: str
+    uses: tuple[str, ...]  # the views it reads (its header's `-- Uses:` line)
+
+
+_USES = re.compile(r"^--\s*Uses:\s*(.*)$", re.MULTILINE)
 
 
 @lru_cache(maxsize=1)
@@ -54,8 +60,12 @@ def all_views() -> tuple[View, ...]:
             raise ValueError(f"{p}: first line must be '-- {p.stem}: <description>'")
         header = "\n".join(l[2:].lstrip() if l.startswith("--") else l
                            for l in text.split("\n") if l.startswith("--"))
+        u = _USES.search(text)
+        if not u:
+            raise ValueError(f"{p}: no '-- Uses: ...' line in the header")
+        uses = tuple(x.strip() for x in u.group(1).split(",") if x.strip() and x.strip() != "(tables only)")
         out.append(View(m.group(1), m.group(2).strip(), p, header,
-                        _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1)))
+                        _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1), uses))
     return tuple(out)
 
 
@@ -85,12 +95,14 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @lru_cache(maxsize=1)
 def _order() -> dict[str, tuple[str, ...]]:
     """Per view, the views it needs (itself last), in an order that creates each after the views
-    its statement names (comments aside)."""
+    it declares it uses."""
     by_name = {v.name: v for v in all_views()}
     uses = {}
     for v in all_views():
-        body = "\n".join(l for l in v.sql.split("\n") if not l.lstrip().startswith("--"))
-        uses[v.name] = {w for w in _WORD.findall(body) if w in by_name and w != v.name}
+        unknown = [u for u in v.uses if u not in by_name]
+        if unknown:
+            raise ValueError(f"{v.path}: '-- Uses:' names no view {', '.join(unknown)}")
+        uses[v.name] = set(v.uses)
     out = {}
 
     def visit(name, seen, order):
