@@ -94,7 +94,8 @@ CREATE OR REPLACE MACRO tk_launch_link(op_pid, call_pid, n_pids) AS
     (op_pid = call_pid OR (op_pid IS NULL AND n_pids = 1));
 
 CREATE OR REPLACE MACRO tk_is_compile_call(name) AS
-    regexp_matches(name, '^(cu(da)?LibraryLoad(Data|FromFile)|cuModuleLoad(Data|DataEx|FatBinary)?|'
+    (contains(name, 'Load') OR contains(name, 'Link') OR contains(name, 'rtc'))  -- cheap test first
+    AND regexp_matches(name, '^(cu(da)?LibraryLoad(Data|FromFile)|cuModuleLoad(Data|DataEx|FatBinary)?|'
                          'cuLink(Create|AddData|AddFile|Complete)|nvrtc[A-Za-z]*|nvJitLink[A-Za-z]*|'
                          'hipModuleLoad(Data|DataEx)?|hiprtc[A-Za-z]*)(_v[0-9]+)?$');
 
