@@ -757,7 +757,6 @@ def test_pairing_uses_the_nvtx_range_first(convert):
     sqlite3 on the raw files)."""
     import gzip
     import sqlite3
-    from collections import defaultdict
 
     from tracekit.names import short_kernel_name
 

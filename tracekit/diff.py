@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import __version__
-from .diagnose import (IDLE_CAUSES, DiagnoseError, Diagnosis, _Q, _cell, _jsonable, _table, apply_view_params, diagnose,
+from .diagnose import (IDLE_CAUSES, DiagnoseError, Diagnosis, Query, apply_view_params, cell, diagnose, jsonable, table,
                        fmt_ns, fmt_pct, lit, resolve_thresholds)
 
 
@@ -37,12 +37,12 @@ class Side:
     label: str
 
 
-def _timeline_sources(q: _Q) -> list[int]:
+def _timeline_sources(q: Query) -> list[int]:
     return [r["source_id"] for r in q.dicts("SELECT DISTINCT source_id FROM gpu_activity ORDER BY source_id")]
 
 
 def resolve_source(store, source_id: int | None, which: str) -> int:
-    q = _Q(store)
+    q = Query(store)
     tl = _timeline_sources(q)
     if source_id is not None:
         if source_id not in tl:
@@ -57,7 +57,7 @@ def resolve_source(store, source_id: int | None, which: str) -> int:
                         f"({', '.join(map(str, tl))}); pick one with --{which}-source")
 
 
-def _summary(q: _Q, sid: int, phase: str | None) -> dict:
+def _summary(q: Query, sid: int, phase: str | None) -> dict:
     if phase is None:
         u = q.dicts(f"SELECT * FROM gpu_utilization WHERE source_id = {sid}")
         gaps = {r["cause"]: r for r in q.dicts(
@@ -139,7 +139,7 @@ SUMMARY_METRICS = (
 )
 
 
-def _kernels(q: _Q, sid: int, phase: str | None) -> dict[str, dict]:
+def _kernels(q: Query, sid: int, phase: str | None) -> dict[str, dict]:
     if phase is None:
         rows = q.dicts(f"""SELECT short_name, sum(instances)::BIGINT AS count, sum(total_ns)::BIGINT AS total_ns
                            FROM hotspots WHERE source_id = {sid} GROUP BY short_name""")
@@ -150,7 +150,7 @@ def _kernels(q: _Q, sid: int, phase: str | None) -> dict[str, dict]:
     return {r["short_name"]: r for r in rows}
 
 
-def _phases(q: _Q, sid: int) -> dict[str, dict]:
+def _phases(q: Query, sid: int) -> dict[str, dict]:
     if not q.has("phase_idle"):
         return {}
     out = {}
@@ -177,7 +177,7 @@ def diff(base: Side, new: Side, thresholds: dict[str, float] | None = None, evid
     th = resolve_thresholds(thresholds)
     for side in (base, new):
         apply_view_params(side.store, th, thresholds)
-    qb, qn = _Q(base.store, evidence_rows), _Q(new.store, evidence_rows)
+    qb, qn = Query(base.store, evidence_rows), Query(new.store, evidence_rows)
     sb, sn = _summary(qb, base.source_id, base.phase), _summary(qn, new.source_id, new.phase)
     summary = []
     for key, label, unit in SUMMARY_METRICS:
@@ -237,7 +237,7 @@ def diff(base: Side, new: Side, thresholds: dict[str, float] | None = None, evid
         "tracekit_version": __version__,
         "base": {"db": base.store.path, "source_id": base.source_id, "phase": base.phase, "label": base.label},
         "new": {"db": new.store.path, "source_id": new.source_id, "phase": new.phase, "label": new.label},
-        "summary": [{k: _jsonable(v) for k, v in r.items()} for r in summary],
+        "summary": [{k: jsonable(v) for k, v in r.items()} for r in summary],
         "kernels": kernels, "phases": phases, "findings": findings,
         "thresholds": th,
     }
@@ -304,7 +304,7 @@ def _rows(r: dict, max_kernels: int):
     kern = [[k["status"], k["short_name"], f"{k['base_count']:,}", f"{k['new_count']:,}",
              fmt_ns(k["base_ns"]), fmt_ns(k["new_ns"]), _chg(k["time_change_ns"], k["time_change_pct"], "ns")]
             for k in r["kernels"][:max_kernels]]
-    ph = [[p["phase"], p["status"], _cell(p["base_instances"]), _cell(p["new_instances"]),
+    ph = [[p["phase"], p["status"], cell(p["base_instances"]), cell(p["new_instances"]),
            _fmt(p["base_wall_ns_per_instance"], "ns"), _fmt(p["new_wall_ns_per_instance"], "ns"),
            _fmt(p["base_busy_ns_per_instance"], "ns"), _fmt(p["new_busy_ns_per_instance"], "ns"),
            _fmt(p["base_host_wait_ns_per_instance"], "ns"), _fmt(p["new_host_wait_ns_per_instance"], "ns")]
@@ -331,18 +331,18 @@ def to_text(r: dict, max_kernels: int = 25) -> str:
     summ, kern, ph, fnd = _rows(r, max_kernels)
     nk = {s: sum(1 for k in r["kernels"] if k["status"] == s)
           for s in ("new", "vanished", "changed", "same", "in_graphs")}
-    out = [f"tracekit diff", f"  base: {_side_label(r['base'])}", f"  new:  {_side_label(r['new'])}", ""]
-    out += _table(SUMMARY_COLS, summ, 52)
+    out = ["tracekit diff", f"  base: {_side_label(r['base'])}", f"  new:  {_side_label(r['new'])}", ""]
+    out += table(SUMMARY_COLS, summ, 52)
     out += ["", f"kernels (by base name): {nk['new']} new, {nk['vanished']} vanished, {nk['changed']} changed, "
                 f"{nk['same']} same" + (f", {nk['in_graphs']} inside whole-graph rows of the other side "
                                         "(traced per graph, not per kernel)" if nk["in_graphs"] else "")
              + "; largest time changes first"]
-    out += _table(KERNEL_COLS, kern, 44)
+    out += table(KERNEL_COLS, kern, 44)
     if len(r["kernels"]) > max_kernels:
         out.append(f"... {len(r['kernels']) - max_kernels} more (--format json lists all)")
     if ph:
-        out += ["", "phases (per instance)"] + _table(PHASE_COLS, ph, 32)
-    out += ["", "findings"] + (_table(FINDING_COLS, fnd, 44) if fnd else ["  none on either side"])
+        out += ["", "phases (per instance)"] + table(PHASE_COLS, ph, 32)
+    out += ["", "findings"] + (table(FINDING_COLS, fnd, 44) if fnd else ["  none on either side"])
     return "\n".join(out) + "\n"
 
 

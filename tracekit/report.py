@@ -21,7 +21,7 @@ import html
 import math
 
 from . import __version__
-from .diagnose import CODES, IDLE_CAUSES, Diagnosis, _cell, _Q, fmt_ns, fmt_pct
+from .diagnose import CODES, IDLE_CAUSES, Diagnosis, Query, cell, fmt_ns, fmt_pct
 
 CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "runtime_compile": "#8c564b", "kernel_wait": "#ff7f0e",
                 "other": "#7f7f7f", "outside": "#c7c7c7", "busy": "#2ca02c"}
@@ -70,7 +70,7 @@ def _label(src: dict) -> str:
     return f"[{src['source_id']}] {name}" + (f" rank {src['rank']}" if src.get("rank") is not None else "")
 
 
-def _utilization(p: _Plots, q: _Q, srcs: dict, sids: list[int]) -> None:
+def _utilization(p: _Plots, q: Query, srcs: dict, sids: list[int]) -> None:
     go = p.go
     fig = go.Figure()
     title = "GPU utilization over time (per device)"
@@ -93,7 +93,7 @@ def _utilization(p: _Plots, q: _Q, srcs: dict, sids: list[int]) -> None:
     p.add("utilization", title, fig)
 
 
-def _top_kernels(p: _Plots, q: _Q, src: dict) -> None:
+def _top_kernels(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
     rows = q.dicts(f"""SELECT short_name, name, total_ns, instances, time_pct, med_ns FROM hotspots
@@ -114,7 +114,7 @@ def _top_kernels(p: _Plots, q: _Q, src: dict) -> None:
     p.add("top_kernels", f"Top kernels by GPU time — {_label(src)}", fig, height=max(320, 28 * len(rows) + 120))
 
 
-def _gap_histogram(p: _Plots, q: _Q, src: dict) -> None:
+def _gap_histogram(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
     rows = q.dicts(f"SELECT cause, dur_ns FROM idle_gaps WHERE scope = 'device' AND source_id = {sid}")
@@ -148,7 +148,7 @@ def _gap_histogram(p: _Plots, q: _Q, src: dict) -> None:
     p.add("gap_histogram", f"GPU idle gaps by length and cause — {_label(src)}", fig)
 
 
-def _phase_time(p: _Plots, q: _Q, src: dict) -> None:
+def _phase_time(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
     if not q.has("phase_idle"):
@@ -175,7 +175,7 @@ def _phase_time(p: _Plots, q: _Q, src: dict) -> None:
     p.add("phases", f"Time per phase — {_label(src)}", fig, height=max(300, 40 * len(rows) + 150))
 
 
-def _roofline(p: _Plots, q: _Q, src: dict) -> None:
+def _roofline(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
     if not q.has("kernel_bounds"):
@@ -233,7 +233,7 @@ def _roofline(p: _Plots, q: _Q, src: dict) -> None:
 
 def _evidence_html(e) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in e.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
+    body = "".join("<tr>" + "".join(f"<td>{_e(cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
     more = f" (first {len(e.rows)} of {e.total_rows} rows)" if e.total_rows > len(e.rows) else ""
     return (f"<details><summary>evidence: <code>{_e(e.view)}</code>{more}</summary>"
             f"<pre>tracekit sql \"{_e(e.query)}\"</pre>"
@@ -280,7 +280,7 @@ def render_html(store, d: Diagnosis) -> str:
     check_available()
     from plotly.offline import get_plotlyjs
 
-    q = _Q(store)
+    q = Query(store)
     p = _Plots()
     srcs = {s["source_id"]: s for s in d.sources}
     timeline = {r["source_id"] for r in q.dicts("SELECT DISTINCT source_id FROM gpu_activity")}

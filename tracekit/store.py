@@ -20,7 +20,6 @@ from pathlib import Path
 import duckdb
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import __version__, schema, views
 from .adapters import detect

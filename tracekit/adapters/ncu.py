@@ -307,7 +307,6 @@ class NcuAdapter(Adapter):
 
     # -- CSV -------------------------------------------------------------------------------------
     def _read_csv(self, path: Path, f, pos, total: int, progress, layout_hint: str | None = None):
-        acc = self.accounting
         preamble: list[str] = []
         header_line = None
         lineno = 0
