@@ -12,7 +12,7 @@
 --   sm_pct, memory_pct, dram_pct, arithmetic_intensity = means over them
 --   match_quality = the best quality among them (exact > key > order > name)
 --
--- Uses: hotspots, kernel_bounds, ncu_timeline_match
+-- Uses: hotspots, kernel_bounds, kernel_latency, ncu_timeline_match
 --
 -- Columns:
 --   source_id            INTEGER  the source (hotspots)
@@ -36,15 +36,17 @@
 --   arithmetic_intensity DOUBLE   mean FLOP per DRAM byte, where the counters exist
 --   roofline_bound       VARCHAR  most frequent roofline verdict ('memory' / 'compute')
 --   match_quality        VARCHAR  best match quality of the matched results
+--   latency_cause        VARCHAR  most frequent `kernel_latency.cause` of the matched results
 --   ncu_results          VARCHAR  the matched results as 'ncu_source_id:id', comma-separated
 CREATE OR REPLACE VIEW hotspots_bound AS
 WITH m AS (
     SELECT m.timeline_source_id AS source_id, m.kernel_name AS name, m.ncu_source_id, m.ncu_id,
            m.match_quality, b.bound, b.bound_reason, b.roofline_bound, b.sm_pct, b.memory_pct,
-           b.dram_pct, b.arithmetic_intensity,
+           b.dram_pct, b.arithmetic_intensity, l.cause,
            CASE m.match_quality WHEN 'exact' THEN 1 WHEN 'key' THEN 2 WHEN 'order' THEN 3 ELSE 4 END AS q
     FROM ncu_timeline_match m
     JOIN kernel_bounds b ON b.source_id = m.ncu_source_id AND b.id = m.ncu_id
+    LEFT JOIN kernel_latency l ON l.source_id = m.ncu_source_id AND l.id = m.ncu_id
     WHERE m.match_quality <> 'unmatched'
 ),
 bound_votes AS (
@@ -52,6 +54,9 @@ bound_votes AS (
 ),
 reason_votes AS (
     SELECT source_id, name, bound_reason, count(*) AS n FROM m WHERE bound_reason IS NOT NULL GROUP BY ALL
+),
+cause_votes AS (
+    SELECT source_id, name, cause, count(*) AS n FROM m WHERE cause IS NOT NULL GROUP BY ALL
 ),
 roof_votes AS (
     SELECT source_id, name, roofline_bound, count(*) AS n FROM m WHERE roofline_bound IS NOT NULL GROUP BY ALL
@@ -76,7 +81,10 @@ SELECT h.*,
        a.bounds, a.sm_pct, a.memory_pct, a.dram_pct, a.arithmetic_intensity,
        (SELECT v.roofline_bound FROM roof_votes v WHERE v.source_id = h.source_id AND v.name = h.name
         ORDER BY v.n DESC, v.roofline_bound LIMIT 1) AS roofline_bound,
-       a.match_quality, a.ncu_results
+       a.match_quality,
+       (SELECT v.cause FROM cause_votes v WHERE v.source_id = h.source_id AND v.name = h.name
+        ORDER BY v.n DESC, v.cause LIMIT 1) AS latency_cause,
+       a.ncu_results
 FROM hotspots h
 LEFT JOIN agg a ON a.source_id = h.source_id AND a.name = h.name
 ORDER BY h.source_id, h.total_ns DESC, h.instances DESC, h.name;

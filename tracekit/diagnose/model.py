@@ -121,8 +121,6 @@ REMEDIES = {
                      "or less work (an algorithmic change).",
     "latency_bound": "Give the SMs more parallel work: more blocks (split-K, smaller tiles, batch the "
                      "calls), higher occupancy (block size, launch bounds, registers), fewer stalls.",
-    "latency_bound:small grid": "The grid fills less than one wave of the GPU: launch more blocks "
-                                "(split-K, smaller tiles) or batch several calls into one launch.",
     "low_overlap": "Overlap communication with compute: launch collectives while independent compute "
                    "runs (DDP bucket_cap_mb, FSDP prefetch, async collectives on a side stream).",
     "low_overlap:waiting": "Most exposed communication time is waiting for other ranks: fix the "

@@ -412,16 +412,13 @@ class _Rules:
             if (r["time_pct"] or 0) < self.th["bound_min_pct"] or r["bound"] == "balanced":
                 continue
             ids = ", ".join(f"({x.replace(':', ', ')})" for x in (r["ncu_results"] or "").split(",") if x)
-            kq = f"""SELECT source_id, id, short_name, dur_ns, bound, bound_reason, dominant, sm_pct, memory_pct,
-                            dram_pct, memory_level, waves, achieved_occupancy_pct, arithmetic_intensity, ridge,
-                            roofline_bound, ncu_bottleneck
-                     FROM kernel_bounds WHERE (source_id, id) IN ({ids or '(NULL, NULL)'}) ORDER BY source_id, id"""
-            out.append(self._bound_finding(r, sid, window_ns, phase, scope, kq, "GPU window",
+            out.append(self._bound_finding(r, sid, window_ns, phase, scope,
+                                           f"(source_id, id) IN ({ids or '(NULL, NULL)'})", "GPU window",
                                            [q.evidence("hotspots_bound", f"""
                 SELECT time_pct, total_ns, instances, short_name, ncu_launches, bound, bound_reason, bounds,
-                       sm_pct, memory_pct, dram_pct, arithmetic_intensity, roofline_bound, match_quality, ncu_results
-                FROM hotspots_bound WHERE source_id = {sid} AND name = {lit(r['name'])}"""),
-                                            q.evidence("kernel_bounds", kq)]))
+                       sm_pct, memory_pct, dram_pct, arithmetic_intensity, roofline_bound, match_quality,
+                       latency_cause, ncu_results
+                FROM hotspots_bound WHERE source_id = {sid} AND name = {lit(r['name'])}""")]))
         return out
 
     def ncu_only_bounds(self, sid: int) -> list[Finding]:
@@ -442,18 +439,36 @@ class _Rules:
         for r in rows:
             if r["bound"] is None or r["bound"] == "balanced" or (r["time_pct"] or 0) < self.th["bound_min_pct"]:
                 continue
-            kq = f"""SELECT source_id, id, short_name, dur_ns, bound, bound_reason, dominant, sm_pct, memory_pct,
-                            dram_pct, memory_level, waves, achieved_occupancy_pct, arithmetic_intensity, ridge,
-                            roofline_bound, ncu_bottleneck
-                     FROM kernel_bounds WHERE source_id = {sid} AND short_name = {lit(r['short_name'])} ORDER BY id"""
-            out.append(self._bound_finding(r, sid, total, None, None, kq, "ncu-profiled time",
-                                           [q.evidence("kernel_bounds", kq)]))
+            out.append(self._bound_finding(r, sid, total, None, None,
+                                           f"source_id = {sid} AND short_name = {lit(r['short_name'])}",
+                                           "ncu-profiled time", []))
         return out
 
-    def _bound_finding(self, r, sid, window_ns, phase, scope, kq, of, evidence) -> Finding:
+    def _bound_finding(self, r, sid, window_ns, phase, scope, kcond, of, evidence) -> Finding:
+        """A memory/compute/latency_bound finding for the ncu results `kcond` selects, with which
+        latency (`kernel_latency`: the cause named for most of them, its evidence and remedy)."""
         bound, reason = r["bound"], r["bound_reason"]
         code = f"{bound}_bound"
+        kq = f"""SELECT source_id, id, short_name, dur_ns, bound, bound_reason, dominant, sm_pct, memory_pct,
+                        dram_pct, memory_level, waves, achieved_occupancy_pct, arithmetic_intensity, ridge,
+                        roofline_bound, ncu_bottleneck
+                 FROM kernel_bounds WHERE {kcond} ORDER BY source_id, id"""
+        lq = f"""SELECT source_id, id, short_name, cause, cause_evidence, top_stall, top_stall_pct, stall_breakdown,
+                        threads_per_inst, sectors_ratio, theoretical_occupancy_pct, occupancy_limiter, missing, remedy
+                 FROM kernel_latency WHERE {kcond} ORDER BY source_id, id"""
+        evidence = [*evidence, self.q.evidence("kernel_bounds", kq)]
         krows = self.q.dicts(kq)
+        lrows = self.q.dicts(lq) if self.q.has("kernel_latency") else []
+        causes = [x["cause"] for x in lrows if x["cause"]]
+        cause = max(sorted(set(causes)), key=causes.count) if causes else None
+        lat = ""
+        if cause:
+            x = next(x for x in lrows if x["cause"] == cause)
+            lat = f"; which latency: {cause} ({x['cause_evidence']})"
+            evidence.append(self.q.evidence("kernel_latency", lq))
+        elif bound == "latency" and lrows and lrows[0]["missing"]:
+            lat = f"; to name the latency, collect: {lrows[0]['missing']}"
+            evidence.append(self.q.evidence("kernel_latency", lq))
         waves = [k["waves"] for k in krows if k.get("waves") is not None]
         level = next((k["memory_level"] for k in krows if k.get("memory_level")), None)
         detail = (f"SM {fmt_pct(r['sm_pct'])}, memory {fmt_pct(r['memory_pct'])}"
@@ -465,18 +480,22 @@ class _Rules:
             roof += f" at {r['arithmetic_intensity']:.3g} FLOP/byte"
         mixed = f" (results disagree: {r['bounds']})" if r.get("bounds") and "," in r["bounds"] else ""
         remedy_key = f"{code}:{reason}" if f"{code}:{reason}" in REMEDIES else code
-        return self.finding(
+        f = self.finding(
             code, _pct(r["total_ns"], window_ns), r["total_ns"], window_ns, scope,
             f"{r['short_name']} ({fmt_pct(r['time_pct'])} of the kernel time, {r['ncu_launches']} ncu "
             f"result{'s' if r['ncu_launches'] != 1 else ''}): {bound}-bound by ncu's rule ({reason}){mixed}: "
-            f"{detail}{roof}",
+            f"{detail}{roof}{lat}",
             remedy_key=remedy_key, of=of, source_id=sid, device_id=None, phase=phase,
             subject=r["short_name"],
             metrics={"time_pct": r["time_pct"], "sm_pct": r["sm_pct"], "memory_pct": r["memory_pct"],
                      "dram_pct": r.get("dram_pct"), "bound_reason": reason,
                      "roofline_bound": r.get("roofline_bound"),
-                     "arithmetic_intensity": r.get("arithmetic_intensity"), "ncu_launches": r["ncu_launches"]},
+                     "arithmetic_intensity": r.get("arithmetic_intensity"), "ncu_launches": r["ncu_launches"],
+                     "latency_cause": cause},
             evidence=evidence)
+        if cause:  # the named cause's remedy is more precise than the bound's generic one
+            f.remedy = next(x["remedy"] for x in lrows if x["cause"] == cause)
+        return f
 
     def low_overlap(self, s: Scope) -> Finding | None:
         q = self.q
