@@ -12,7 +12,7 @@
 --   sm_pct, memory_pct, dram_pct, arithmetic_intensity = means over them
 --   match_quality = the best quality among them (exact > key > order > name)
 --
--- Uses: hotspots, kernel_bounds, kernel_latency, ncu_timeline_match
+-- Uses: hotspots, kernel_bounds, ncu_timeline_match
 --
 -- Columns:
 --   source_id            INTEGER  the source (hotspots)
@@ -36,17 +36,16 @@
 --   arithmetic_intensity DOUBLE   mean FLOP per DRAM byte, where the counters exist
 --   roofline_bound       VARCHAR  most frequent roofline verdict ('memory' / 'compute')
 --   match_quality        VARCHAR  best match quality of the matched results
---   latency_cause        VARCHAR  most frequent `kernel_latency.cause` of the matched results
+--   latency_cause        VARCHAR  most frequent latency cause of the matched results (ncu_timeline_match)
 --   ncu_results          VARCHAR  the matched results as 'ncu_source_id:id', comma-separated
 CREATE OR REPLACE VIEW hotspots_bound AS
 WITH m AS (
     SELECT m.timeline_source_id AS source_id, m.kernel_name AS name, m.ncu_source_id, m.ncu_id,
            m.match_quality, b.bound, b.bound_reason, b.roofline_bound, b.sm_pct, b.memory_pct,
-           b.dram_pct, b.arithmetic_intensity, l.cause,
+           b.dram_pct, b.arithmetic_intensity, m.latency_cause AS cause,
            CASE m.match_quality WHEN 'exact' THEN 1 WHEN 'key' THEN 2 WHEN 'order' THEN 3 ELSE 4 END AS q
     FROM ncu_timeline_match m
     JOIN kernel_bounds b ON b.source_id = m.ncu_source_id AND b.id = m.ncu_id
-    LEFT JOIN kernel_latency l ON l.source_id = m.ncu_source_id AND l.id = m.ncu_id
     WHERE m.match_quality <> 'unmatched'
 ),
 bound_votes AS (

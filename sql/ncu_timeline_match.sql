@@ -40,7 +40,7 @@
 --               stack (NULL when either side has none).
 --   Only timeline kernels whose base name ncu profiled are read (no effect on the result).
 --
--- Uses: (tables only)
+-- Uses: kernel_latency
 --
 -- Columns:
 --   ncu_source_id      INTEGER  the ncu source
@@ -66,6 +66,8 @@
 --   nvtx_agrees        BOOLEAN  innermost timeline range = innermost ncu NVTX range
 --   match_quality      VARCHAR  'exact' | 'key' | 'order' | 'name' | 'unmatched'
 --   paired_by          VARCHAR  'nvtx_range' or 'launch_order' (see above)
+--   latency_cause      VARCHAR  the ncu result's `kernel_latency.cause` (which latency), brought to the
+--                               timeline kernel it is paired with
 CREATE OR REPLACE VIEW ncu_timeline_match AS
 WITH sizes AS (  -- grid / block sizes (products) where ncu has no dims
     SELECT source_id, id,
@@ -182,8 +184,10 @@ SELECT p.ncu_source_id, p.ncu_id, p.ncu_name, p.short_name, p.geometry, p.ncu_nv
                                           = regexp_replace(t.name, '\s+', '', 'g') THEN 'exact'
            ELSE 'key'
        END AS match_quality,
-       CASE WHEN p.tl_source_id IS NULL THEN NULL WHEN p.by_range THEN 'nvtx_range' ELSE 'launch_order' END AS paired_by
+       CASE WHEN p.tl_source_id IS NULL THEN NULL WHEN p.by_range THEN 'nvtx_range' ELSE 'launch_order' END AS paired_by,
+       lc.cause AS latency_cause
 FROM pairs p
+LEFT JOIN kernel_latency lc ON lc.source_id = p.ncu_source_id AND lc.id = p.ncu_id
 LEFT JOIN tl_counts c
   ON c.source_id = p.tl_source_id AND c.short_name = p.short_name AND c.geometry = p.geometry
  AND c.pair_range = CASE WHEN p.by_range THEN p.ncu_range ELSE '' END
