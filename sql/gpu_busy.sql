@@ -15,19 +15,10 @@
 --   dur_ns     BIGINT   end_ns - start_ns
 --   ops        BIGINT   operations in the period
 CREATE OR REPLACE VIEW gpu_busy AS
-WITH o AS (
-    SELECT source_id, device_id, start_ns, end_ns,
-           max(end_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+WITH ops AS (
+    SELECT {'source_id': source_id, 'device_id': device_id} AS key, start_ns, end_ns
     FROM gpu_activity WHERE device_id IS NOT NULL
-),
-i AS (
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
-                        ROWS UNBOUNDED PRECEDING) AS island
-    FROM o
 )
-SELECT source_id, device_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-       max(end_ns) - min(start_ns) AS dur_ns, count(*) AS ops
-FROM i GROUP BY source_id, device_id, island
+SELECT key.source_id AS source_id, key.device_id AS device_id, start_ns, end_ns, end_ns - start_ns AS dur_ns, n AS ops
+FROM tk_merge_intervals('ops')  -- sql/lib/intervals.sql
 ORDER BY source_id, device_id, start_ns;

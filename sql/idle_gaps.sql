@@ -102,17 +102,12 @@ syncs AS (  -- sync calls per process (any_pid: of all processes), by start: the
           GROUP BY ALL)
     WINDOW w AS (PARTITION BY source_id, any_pid, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
+compile_calls AS (
+    SELECT {'source_id': source_id, 'pid': pid} AS key, start_ns, end_ns
+    FROM tk_compile_intervals() WHERE end_ns > start_ns
+),
 compiles AS (  -- the compile intervals of each process, merged into disjoint intervals
-    SELECT source_id, pid, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, sum(CASE WHEN start_ns > prev_end THEN 1 ELSE 0 END)
-                        OVER (PARTITION BY source_id, pid ORDER BY start_ns, end_ns
-                              ROWS UNBOUNDED PRECEDING) AS grp
-          FROM (SELECT source_id, pid, start_ns, end_ns,
-                       coalesce(max(end_ns) OVER (PARTITION BY source_id, pid ORDER BY start_ns, end_ns
-                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                                -1) AS prev_end
-                FROM tk_compile_intervals() WHERE end_ns > start_ns))
-    GROUP BY source_id, pid, grp
+    SELECT key.source_id AS source_id, key.pid AS pid, start_ns, end_ns FROM tk_merge_intervals('compile_calls')
 ),
 ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch call and the sync calls before it
     SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, c.cid,

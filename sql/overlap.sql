@@ -34,20 +34,12 @@ WITH ops AS (
                 WHEN kind = 'memcpy' THEN 'memcpy' END AS cls
     FROM gpu_activity WHERE device_id IS NOT NULL AND kind <> 'memset'
 ),
-o AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY source_id, device_id, cls ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM ops
+keyed AS (
+    SELECT {'source_id': source_id, 'device_id': device_id, 'cls': cls} AS key, start_ns, end_ns FROM ops
 ),
-i AS (
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY source_id, device_id, cls ORDER BY start_ns, end_ns
-                        ROWS UNBOUNDED PRECEDING) AS island
-    FROM o
-),
-u AS (  -- disjoint union intervals per class
-    SELECT source_id, device_id, cls, min(start_ns) AS s, max(end_ns) AS e
-    FROM i GROUP BY source_id, device_id, cls, island
+u AS (  -- disjoint union intervals per class (sql/lib/intervals.sql)
+    SELECT key.source_id AS source_id, key.device_id AS device_id, key.cls AS cls, start_ns AS s, end_ns AS e
+    FROM tk_merge_intervals('keyed')
 ),
 tot AS (
     SELECT source_id, device_id, cls, sum(e - s)::BIGINT AS ns FROM u GROUP BY ALL

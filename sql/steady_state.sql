@@ -122,21 +122,17 @@ counts AS (
     FROM ops GROUP BY ALL
 ),
 copies AS (SELECT source_id, device_id, start_ns, end_ns FROM ops WHERE kind = 'memcpy'),
+compute_kernels AS (  -- the compute kernels of the devices with copies, to merge
+    SELECT {'source_id': source_id, 'device_id': device_id} AS key, start_ns, end_ns
+    FROM kernels
+    WHERE NOT tk_is_comm_kernel(name) AND (source_id, device_id) IN (SELECT source_id, device_id FROM copies)
+),
 covered AS (  -- per copy, the union of the compute kernels over it (kernels merged first)
     SELECT c.source_id, c.device_id, c.start_ns, c.end_ns,
            sum(least(k.e, c.end_ns) - greatest(k.s, c.start_ns)) AS ns
     FROM copies c
-    JOIN (SELECT source_id, device_id, min(start_ns) AS s, max(end_ns) AS e
-          FROM (SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                              OVER (PARTITION BY source_id, device_id ORDER BY start_ns, end_ns
-                                    ROWS UNBOUNDED PRECEDING) AS island
-                FROM (SELECT k.source_id, k.device_id, k.start_ns, k.end_ns,
-                             max(k.end_ns) OVER (PARTITION BY k.source_id, k.device_id ORDER BY k.start_ns, k.end_ns
-                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                      FROM kernels k
-                      WHERE NOT tk_is_comm_kernel(k.name)
-                        AND (k.source_id, k.device_id) IN (SELECT source_id, device_id FROM copies)))
-          GROUP BY source_id, device_id, island) k
+    JOIN (SELECT key.source_id AS source_id, key.device_id AS device_id, start_ns AS s, end_ns AS e
+          FROM tk_merge_intervals('compute_kernels')) k
       ON k.source_id = c.source_id AND k.device_id = c.device_id AND k.s < c.end_ns AND k.e > c.start_ns
     GROUP BY ALL
 ),
