@@ -1162,15 +1162,12 @@ class _Exporter:
               UNION ALL
               SELECT s.ord, m.source_id, m.device_id, m.start_ns + s.off - $t0, m.end_ns + s.off - $t0
               FROM memops m JOIN tk_src s USING (source_id) WHERE m.end_ns > m.start_ns AND {W('m')} AND {D('m')}
-            ), o AS (
-              SELECT *, max(b) OVER (PARTITION BY source_id, device_id ORDER BY a, b
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pe FROM act
-            ), g AS (
-              SELECT *, sum(CASE WHEN pe IS NULL OR a > pe THEN 1 ELSE 0 END)
-                        OVER (PARTITION BY source_id, device_id ORDER BY a, b ROWS UNBOUNDED PRECEDING) AS grp
-              FROM o
-            ), busy AS (
-              SELECT ord, source_id, device_id, min(a) AS a, max(b) AS b FROM g GROUP BY ord, source_id, device_id, grp
+            ), keyed AS (
+              SELECT {{'ord': ord, 'source_id': source_id, 'device_id': device_id}} AS key, a AS start_ns, b AS end_ns
+              FROM act
+            ), busy AS (  -- the union per device: tk_merge_intervals of sql/lib/intervals.sql
+              SELECT key.ord AS ord, key.source_id AS source_id, key.device_id AS device_id, start_ns AS a, end_ns AS b
+              FROM tk_merge_intervals('keyed')
             ), bk AS (
               SELECT ord, source_id, device_id, a, b, unnest(generate_series(a // $B, (b - 1) // $B)) AS bi FROM busy
             )
