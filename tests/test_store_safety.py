@@ -194,6 +194,7 @@ def test_convert_restores_process_settings_and_keeps_rows_across_arrow_pools(tmp
 
     kineto = FIXTURES / "kineto" / "decode_b1.json.gz"
     before = pa.default_memory_pool().backend_name
+    monkeypatch.setattr(store_mod, "OWN_PROCESS", True)  # as the `tracekit` command
     got = {}
     for pool in ("system", None):
         monkeypatch.setattr(store_mod, "CONVERT_ARROW_POOL", pool)
@@ -210,6 +211,35 @@ def test_convert_restores_process_settings_and_keeps_rows_across_arrow_pools(tmp
                 st.rows("select count(*), sum(depth), count(parent_id) from events")[0]
     assert got["system"] == got[None]
     assert got["system"][0] == 3159  # the fixture's kernels
+
+
+def test_a_library_call_changes_nothing_process_wide(tmp_path, monkeypatch):
+    """tracekit inside someone else's program (OWN_PROCESS false, the default of the API): the
+    garbage collector stays on and pyarrow's pool stays the caller's while converting; with
+    own_process=True (or in the `tracekit` command) both are tuned, and restored after."""
+    import gc
+
+    import pyarrow as pa
+
+    import tracekit
+    from tracekit import store as store_mod
+
+    seen = []
+    real = store_mod.Store._convert
+
+    def spy(self, *a, **kw):
+        seen.append((gc.isenabled(), pa.default_memory_pool().backend_name))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(store_mod.Store, "_convert", spy)
+    before = pa.default_memory_pool().backend_name
+    kineto = FIXTURES / "kineto" / "decode_b1.json.gz"
+    tracekit.convert([kineto], db=str(tmp_path / "lib.duckdb"))
+    tracekit.convert([kineto], db=str(tmp_path / "own.duckdb"), own_process=True)
+    assert seen[0] == (True, before)
+    assert seen[1] == (False, "system") or (seen[1][0] is False and before == "system")
+    assert gc.isenabled() and pa.default_memory_pool().backend_name == before
+    assert store_mod.OWN_PROCESS is False
 
 
 def test_row_group_size_of_written_stores_changes_layout_not_rows(tmp_path, monkeypatch):

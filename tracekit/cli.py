@@ -37,6 +37,14 @@ def main():
     """
 
 
+def entry():
+    """The `tracekit` command: it owns its process, so a conversion may tune it (store.OWN_PROCESS)."""
+    from . import store
+
+    store.OWN_PROCESS = True
+    main()
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @DB_OPTION

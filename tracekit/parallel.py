@@ -104,6 +104,9 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
 
 
 def _worker_main() -> None:
+    from . import store
+
+    store.OWN_PROCESS = True  # a worker process of tracekit's own
     out = sys.stdout.buffer
 
     def send(msg) -> None:

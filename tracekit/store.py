@@ -48,6 +48,13 @@ INSERT_THREADS = 4
 # 1 M kernels, "system" was 5-10 % slower and held no less.  Arrays keep the pool they came from,
 # so switching back afterwards is safe.
 CONVERT_ARROW_POOL = "system"
+# Process-wide tuning while converting -- Python's cyclic garbage collector paused, pyarrow's
+# default memory pool switched to CONVERT_ARROW_POOL (both restored after) -- only where tracekit
+# owns the process: the `tracekit` command (cli.entry), its worker processes (parallel.py),
+# tracekit.convert(..., own_process=True), a benchmark job. A library call inside someone else's
+# program changes neither. (The GC passes over the readers' millions of short-lived objects cost
+# 10-13 % of a Kineto conversion.)
+OWN_PROCESS = False
 # Rows per row group of a store opened for writing (None: DuckDB's default, 122,880).  DuckDB
 # compresses and writes each full row group of a transaction while the rows are still being
 # inserted, beside the reader, but logs a table with less than one row group to the WAL
@@ -205,23 +212,25 @@ class Store:
         goes to disk beyond it), so peak memory stays nearly flat in the trace size; should an
         operation still run out of memory under the cap, the input is converted again without it.
 
-        Python's cyclic garbage collector is paused meanwhile (process-wide, restored after):
-        the readers allocate millions of short-lived, acyclic objects, and collection passes over
-        them cost 10-13 % of the conversion time and grew with the trace size.  Likewise pyarrow's
-        default memory pool is CONVERT_ARROW_POOL meanwhile, except with parallel inserts (less
-        memory held)."""
+        Where tracekit owns the process (OWN_PROCESS), Python's cyclic garbage collector is paused
+        meanwhile (restored after): the readers allocate millions of short-lived, acyclic objects,
+        and collection passes over them cost 10-13 % of the conversion time and grew with the
+        trace size.  Likewise pyarrow's default memory pool is CONVERT_ARROW_POOL meanwhile,
+        except with parallel inserts (less memory held)."""
         path = Path(path)
         con = self._con
         prev, order, threads = con.execute(
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
             "current_setting('threads')").fetchone()
+        tune = OWN_PROCESS
         gc_on = gc.isenabled()
-        gc.disable()
+        if tune:
+            gc.disable()
         pool = pa.default_memory_pool()
         try:
             adapter = detect.adapter_for(path, format)
             parallel = PARALLEL_INSERT and adapter.PARALLEL_INSERT
-            if CONVERT_ARROW_POOL and not parallel:
+            if tune and CONVERT_ARROW_POOL and not parallel:
                 pa.set_memory_pool(_arrow_pool(CONVERT_ARROW_POOL, pool))
             if CONVERT_MEMORY_LIMIT:
                 con.execute(f"SET memory_limit = '{_convert_memory_limit(threads if parallel else 1)}'")
@@ -232,9 +241,10 @@ class Store:
                     adapter = type(adapter)()  # a fresh reader for the second attempt
             return self._convert(adapter, path, progress, rank, strict, parallel)
         finally:
-            if gc_on:
+            if tune and gc_on:
                 gc.enable()
-            pa.set_memory_pool(pool)
+            if tune:
+                pa.set_memory_pool(pool)
             con.execute(f"SET memory_limit = '{prev}'")
             con.execute(f"SET preserve_insertion_order = {'true' if order else 'false'}")
             con.execute(f"SET threads = {threads}")
