@@ -34,19 +34,18 @@
 --   raw_name    VARCHAR  function name as recorded (api_calls.raw_name)
 --   api         VARCHAR  api_calls.api: cuda_runtime, cuda_driver, hip_runtime, ...
 CREATE OR REPLACE VIEW api_summary AS
-WITH per_name AS (
+WITH per_name_s AS (
     SELECT source_id,
            raw_name,
            any_value(api)                      AS api,
-           sum(dur_ns)::BIGINT                 AS total_ns,
-           count(*)                            AS num_calls,
-           avg(dur_ns)                         AS avg_ns,
-           quantile_cont(dur_ns, 0.5)          AS med_ns,
-           min(dur_ns)                         AS min_ns,
-           max(dur_ns)                         AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+           tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM api_calls
     GROUP BY source_id, raw_name
+),
+per_name AS (
+    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS num_calls, s.avg AS avg_ns,
+           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
+    FROM per_name_s
 )
 SELECT source_id,
        100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,

@@ -28,20 +28,19 @@
 --   name        VARCHAR  full (demangled) kernel name
 --   short_name  VARCHAR  base function name (kernels.short_name)
 CREATE OR REPLACE VIEW hotspots AS
-WITH per_name AS (
+WITH per_name_s AS (
     SELECT source_id,
            name,
            any_value(short_name)               AS short_name,
-           sum(dur_ns)::BIGINT                 AS total_ns,
-           count(*)                            AS instances,
-           avg(dur_ns)                         AS avg_ns,
-           quantile_cont(dur_ns, 0.5)          AS med_ns,
-           min(dur_ns)                         AS min_ns,
-           max(dur_ns)                         AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+           tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM kernels
     WHERE NOT tk_is_graph_span(graph_id, graph_node_id)
     GROUP BY source_id, name
+),
+per_name AS (
+    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS instances, s.avg AS avg_ns,
+           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
+    FROM per_name_s
 )
 SELECT source_id,
        100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,

@@ -24,29 +24,10 @@
 CREATE OR REPLACE VIEW memop_size_summary AS
 WITH ops AS (
     SELECT source_id, bytes,
-           CASE WHEN kind = 'memset' THEN '[CUDA memset]'
-                ELSE '[CUDA memcpy ' || CASE copy_kind
-                    WHEN 'HtoD' THEN 'Host-to-Device'   WHEN 'DtoH' THEN 'Device-to-Host'
-                    WHEN 'DtoD' THEN 'Device-to-Device' WHEN 'HtoH' THEN 'Host-to-Host'
-                    WHEN 'PtoP' THEN 'Peer-to-Peer'     WHEN 'HtoA' THEN 'Host-to-Array'
-                    WHEN 'AtoH' THEN 'Array-to-Host'    WHEN 'AtoA' THEN 'Array-to-Array'
-                    WHEN 'AtoD' THEN 'Array-to-Device'  WHEN 'DtoA' THEN 'Device-to-Array'
-                    WHEN 'uvm_HtoD' THEN 'Unified Host-to-Device'
-                    WHEN 'uvm_DtoH' THEN 'Unified Device-to-Host'
-                    WHEN 'uvm_DtoD' THEN 'Unified Device-to-Device'
-                    ELSE 'Unknown' END || ']'
-           END AS operation
+           tk_memop_operation(kind, copy_kind) AS operation  -- sql/lib/summaries.sql
     FROM memops
 )
-SELECT source_id,
-       sum(bytes)::BIGINT                  AS total_bytes,
-       count(*)                            AS count,
-       avg(bytes)                          AS avg_bytes,
-       quantile_cont(bytes, 0.5)           AS med_bytes,
-       min(bytes)                          AS min_bytes,
-       max(bytes)                          AS max_bytes,
-       coalesce(stddev_samp(bytes), 0.0)   AS stddev_bytes,
-       operation
-FROM ops
-GROUP BY source_id, operation
+SELECT source_id, s.total AS total_bytes, s.n AS count, s.avg AS avg_bytes, s.med AS med_bytes,
+       s.min AS min_bytes, s.max AS max_bytes, s.stddev AS stddev_bytes, operation
+FROM (SELECT source_id, operation, tk_stats(bytes) AS s FROM ops GROUP BY source_id, operation)
 ORDER BY source_id, total_bytes DESC, count DESC, operation;

@@ -33,31 +33,19 @@
 CREATE OR REPLACE VIEW memop_time_summary AS
 WITH ops AS (
     SELECT source_id, dur_ns,
-           CASE WHEN kind = 'memset' THEN '[CUDA memset]'
-                ELSE '[CUDA memcpy ' || CASE copy_kind
-                    WHEN 'HtoD' THEN 'Host-to-Device'   WHEN 'DtoH' THEN 'Device-to-Host'
-                    WHEN 'DtoD' THEN 'Device-to-Device' WHEN 'HtoH' THEN 'Host-to-Host'
-                    WHEN 'PtoP' THEN 'Peer-to-Peer'     WHEN 'HtoA' THEN 'Host-to-Array'
-                    WHEN 'AtoH' THEN 'Array-to-Host'    WHEN 'AtoA' THEN 'Array-to-Array'
-                    WHEN 'AtoD' THEN 'Array-to-Device'  WHEN 'DtoA' THEN 'Device-to-Array'
-                    WHEN 'uvm_HtoD' THEN 'Unified Host-to-Device'
-                    WHEN 'uvm_DtoH' THEN 'Unified Device-to-Host'
-                    WHEN 'uvm_DtoD' THEN 'Unified Device-to-Device'
-                    ELSE 'Unknown' END || ']'
-           END AS operation
+           tk_memop_operation(kind, copy_kind) AS operation  -- sql/lib/summaries.sql
     FROM memops
 ),
-per_op AS (
+per_op_s AS (
     SELECT source_id, operation,
-           sum(dur_ns)::BIGINT                 AS total_ns,
-           count(*)                            AS count,
-           avg(dur_ns)                         AS avg_ns,
-           quantile_cont(dur_ns, 0.5)          AS med_ns,
-           min(dur_ns)                         AS min_ns,
-           max(dur_ns)                         AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+           tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM ops
     GROUP BY source_id, operation
+),
+per_op AS (
+    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS count, s.avg AS avg_ns,
+           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
+    FROM per_op_s
 )
 SELECT source_id,
        100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,

@@ -43,19 +43,18 @@ WITH ranges AS (
     FROM events
     WHERE category IN ('nvtx', 'user_annotation') AND NOT coalesce(is_instant, false)
 ),
-per_range AS (
+per_range_s AS (
     SELECT source_id, range, style,
            any_value(domain)                   AS domain,
            any_value(name)                     AS name,
-           sum(dur_ns)::BIGINT                 AS total_ns,
-           count(*)                            AS instances,
-           avg(dur_ns)                         AS avg_ns,
-           quantile_cont(dur_ns, 0.5)          AS med_ns,
-           min(dur_ns)                         AS min_ns,
-           max(dur_ns)                         AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0.0)  AS stddev_ns
+           tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM ranges
     GROUP BY source_id, range, style
+),
+per_range AS (
+    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS instances, s.avg AS avg_ns,
+           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
+    FROM per_range_s
 )
 SELECT source_id,
        100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
