@@ -20,7 +20,7 @@
 --   dtype          VARCHAR  element type
 --   size_class     VARCHAR  power-of-two message size class, e.g. '32 MiB'
 --   size_min_bytes BIGINT   lower bound of the class, bytes
---   ranks          BIGINT   distinct ranks with calls in the group
+--   rank_count     BIGINT   distinct ranks with calls in the group
 --   calls          BIGINT   collective kernels (one per collective per rank)
 --   bytes          BIGINT   summed message bytes
 --   kernel_ns      BIGINT   summed kernel time, ns
@@ -41,7 +41,7 @@ SELECT job_id, operation, process_group, dtype,
             WHEN size_min_bytes >= 1048576 THEN (size_min_bytes // 1048576) || ' MiB'
             WHEN size_min_bytes >= 1024 THEN (size_min_bytes // 1024) || ' KiB'
             ELSE size_min_bytes || ' B' END AS size_class,
-       size_min_bytes, count(DISTINCT rank) AS ranks, count(*) AS calls, sum(bytes)::BIGINT AS bytes,
+       size_min_bytes, count(DISTINCT rank) AS rank_count, count(*) AS calls, sum(bytes)::BIGINT AS bytes,
        sum(dur_ns)::BIGINT AS kernel_ns, coalesce(sum(wait_ns), 0)::BIGINT AS wait_ns,
        sum(transfer_ns)::BIGINT AS transfer_ns,
        sum(busbw_gbps * transfer_ns) / nullif(sum(transfer_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps,
