@@ -541,6 +541,7 @@ class _Rules:
             return windows.get((r["source_id"], r["device_id"]) if r["pid"] is not None else r["source_id"])
 
         pq = """SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+                       sum(comm_ns)::BIGINT AS transfer_ns,
                        sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
                        count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
                 FROM rank_imbalance GROUP BY ALL ORDER BY job_id, rank"""
@@ -568,10 +569,13 @@ class _Rules:
                 "rank_imbalance", share, waiter["wait_ns"], win, None,
                 f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {n_coll} collectives "
                 f"({fmt_pct(share)} of its GPU window) for rank {slow['rank']}, which arrived last in "
-                f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}",
+                f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}; "
+                f"the transfers themselves took {fmt_ns(waiter['transfer_ns'])} (`collectives` has each one's "
+                f"bytes and bus bandwidth)",
                 source_id=waiter["source_id"], device_id=waiter["device_id"] if waiter["pid"] is not None else None,
                 phase=None, subject=f"job {job}",
                 metrics={"job_id": job, "waiting_rank": waiter["rank"], "wait_ns": waiter["wait_ns"],
+                         "transfer_ns": waiter["transfer_ns"],
                          "slowest_rank": slow["rank"], "times_slowest": slow["times_slowest"],
                          "collectives": n_coll, "max_skew_ns": slow["max_skew_ns"],
                          "ranks": {str(r["rank"]): {"source_id": r["source_id"], "pid": r["pid"],
