@@ -8,8 +8,10 @@
 -- What the collective is comes from torch's `record_param_comms` op of the same source whose
 -- External id the kernel carries (Kineto; `events.external_id` = `kernels.external_id`):
 -- "Collective name", "Process Group Name", "Group size", dtype, "In msg nelems" / "Out msg
--- nelems"; else from the kernel name (operation and dtype, `tk_collective_op`,
--- `tk_dtype_bytes`; group and sizes unknown).
+-- nelems"; else the operation from torch's 'nccl:<op>' range (NVTX with emit_nvtx / nsys
+-- --pytorch, or record_function) open on the launching thread at the kernel's launch call (an
+-- all_to_all that NCCL runs as SendRecv kernels is an all_to_all), else from the kernel name
+-- (operation and dtype, `tk_collective_op`, `tk_dtype_bytes`; group and sizes unknown).
 --   bytes       = message size: out msg nelems x dtype bytes for all_gather (the gathered
 --                 result), in msg nelems x dtype bytes otherwise (NULL without record_param_comms)
 --   transfer_ns = comm_ns of `rank_imbalance` (the shortest duration over the ranks: the
@@ -19,7 +21,7 @@
 --   busbw       = algbw x NCCL's bus factor for the operation and group size n (nccl-tests'
 --                 PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all
 --                 (n-1)/n; broadcast, reduce, send, recv, send_recv 1
--- Uses: rank_imbalance, ranks
+-- Uses: gpu_launches, rank_imbalance, ranks
 --
 -- Columns:
 --   source_id      INTEGER  the source
@@ -66,12 +68,26 @@ k AS (
     LEFT JOIN ranks r ON r.source_id = k.source_id AND (r.pid IS NULL OR r.pid = k.pid)
     WHERE tk_is_comm_kernel(k.name)
 ),
+torch_range AS (  -- the 'nccl:<op>' range (torch) open on the launching thread at the launch call
+    SELECT l.source_id, l.device_id, l.stream_id, l.start_ns, l.name,
+           arg_max(e.name, e.start_ns) AS range_name
+    FROM gpu_launches l
+    JOIN events e
+      ON e.source_id = l.source_id AND e.pid = l.pid AND e.tid = l.tid AND starts_with(e.name, 'nccl:')
+     AND e.start_ns <= l.api_start_ns AND l.api_start_ns < e.end_ns
+    WHERE tk_is_comm_kernel(l.name)
+    GROUP BY ALL
+),
 c AS (
-    SELECT k.*, coalesce(tk_collective_op(p.coll_name), tk_collective_op(k.name)) AS operation,
+    SELECT k.*, coalesce(tk_collective_op(p.coll_name), tk_collective_op(tr.range_name), tk_collective_op(k.name))
+               AS operation,
            p.process_group, p.group_size,
            coalesce(p.dtype, regexp_extract(k.name, '_(f32|f16|bf16|f64|i32|i64|u8|i8|u32|u64|f8e4m3|f8e5m2|float|half|double|int8_t|uint8_t|int32_t|uint32_t|int64_t|uint64_t)(_|\(|$)', 1)) AS dtype0,
            p.in_nelems, p.out_nelems
     FROM k LEFT JOIN params p ON p.source_id = k.source_id AND p.external_id = k.external_id
+    LEFT JOIN torch_range tr
+      ON tr.source_id = k.source_id AND tr.device_id IS NOT DISTINCT FROM k.device_id
+     AND tr.stream_id IS NOT DISTINCT FROM k.stream_id AND tr.start_ns = k.start_ns AND tr.name = k.name
 ),
 m AS (
     SELECT c.*, nullif(c.dtype0, '') AS dtype,

@@ -50,17 +50,49 @@ def test_process_ranks_of_one_nsys_export(convert):
                                WHERE lower(s.value) LIKE '%nccl%'"""):
         names[v] += 1
     st = convert(path)
-    got = st.rows("select operation, rank, count(*) from collectives group by all order by 2")
-    assert got == [("send_recv", 0, 33), ("send_recv", 1, 33)] and sum(names.values()) == 66
+    got = st.rows("select operation, rank, count(*) from collectives group by all order by 2, 1")
+    # SendRecv kernels, launched inside torch's 'nccl:all_to_all, op_id = N' NVTX ranges
+    ranges = con.execute("""SELECT count(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+                            WHERE coalesce(n.text, s.value) LIKE 'nccl:all_to_all%'""").fetchone()[0]
+    assert sum(names.values()) == 66 <= ranges
+    # 32 of each rank's 33 are launched inside such a range; one launch lies outside the export's
+    # 300 ms window of ranges (a derived fixture) and keeps the kernel name's send_recv
+    assert got == [("all_to_all", 0, 32), ("send_recv", 0, 1), ("all_to_all", 1, 32), ("send_recv", 1, 1)]
     assert all("SendRecv" in n for n in names)
     assert st.one("select count(*) from collectives where wait_ns is null") == 0
 
 
-@pytest.mark.parametrize("trace,ops", [
-    ("hta__nccl_data.json.gz", {"all_reduce": 15, "broadcast": 6}),
-    ("tracelens__b200_eager_rank0.json.gz", {"all_gather": 1}),
-    ("hta__sampled_rank-0.json.gz", {"send_recv": 10}),
-])
-def test_operations_of_every_kernel_generation(convert, trace, ops):
+@pytest.mark.parametrize("trace", ["hta__nccl_data.json.gz", "tracelens__b200_eager_rank0.json.gz",
+                                   "hta__sampled_rank-0.json.gz"])
+def test_operations_of_every_kernel_generation(convert, trace):
+    """The operation of each NCCL kernel, computed here from the raw trace: torch's
+    record_param_comms "Collective name" (by External id), else the 'nccl:<op>' annotation open
+    on the launching thread at the launch call, else the kernel name."""
+    raw = load_json(need(REALWORLD / "kineto" / trace))
+    ev = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
+    params = {e["args"].get("External id"): e["args"].get("Collective name") for e in ev
+              if e.get("name") == "record_param_comms" and "args" in e}
+    calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+             and "correlation" in e.get("args", {})}
+    ann = [e for e in ev if str(e.get("name", "")).startswith("nccl:")]
+
+    def op(text):
+        t = (text or "").lower().replace("_", "")
+        for k, v in (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+                     ("alltoall", "all_to_all"), ("sendrecv", "send_recv"), ("broadcast", "broadcast")):
+            if k in t:
+                return v
+        return None
+
+    want = defaultdict(int)
+    for k in ev:
+        if k.get("cat") != "kernel" or not re.search("nccl|rccl", k["name"], re.I):
+            continue
+        o = op(params.get(k.get("args", {}).get("External id")))
+        call = calls.get(k.get("args", {}).get("correlation"))
+        if o is None and call is not None:
+            inside = [a for a in ann if a.get("tid") == call["tid"] and a["ts"] <= call["ts"] < a["ts"] + a["dur"]]
+            o = op(max(inside, key=lambda a: a["ts"])["name"]) if inside else None
+        want[o or op(k["name"])] += 1
     st = convert(need(REALWORLD / "kineto" / trace))
-    assert dict(st.rows("select operation, count(*) from collectives group by 1")) == ops
+    assert dict(st.rows("select operation, count(*) from collectives group by 1")) == dict(want) and want
