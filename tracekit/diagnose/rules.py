@@ -171,11 +171,13 @@ class _Rules:
         gaps_txt = f"{n:,} gaps where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
         phases = self._phase_verdicts(s, self._is_launch_bound) if code == "launch_bound" else None
         ev = []
+        host = None  # what the host did in the longest gaps (host_bound only)
         if s.phase is None:
             ev.append(self.q.evidence("launch_summary", f"SELECT * FROM launch_summary WHERE {self._where(s)}"))
             ev.append(self._gap_evidence(s, "host_wait"))
             if code == "host_bound":
-                ev.append(self._host_evidence(s, "host_wait"))
+                host = self._host_evidence(s, "host_wait")
+                ev.append(host)
             if phases:
                 ev.append(self.q.evidence("phase_idle", f"""
                     SELECT phase, instances, span_ns, busy_ns, host_wait_ns, host_wait_pct, kernels,
@@ -191,7 +193,6 @@ class _Rules:
                    f"{s.short_kernels:,} of {s.launched:,} kernels ({fmt_pct(s.short_pct)}) ran shorter "
                    f"than their launch call{med_k}{per_launch}")
         summary += self._phases_line(phases, "launch-bound")
-        host = next((e for e in ev if e.columns[:3] == ["start_ns", "dur_ns", "host_op"]), None)
         if host and host.rows:
             ops = [r[2] for r in host.rows if r[2]]
             top = max(set(ops), key=ops.count) if ops else None
@@ -479,13 +480,12 @@ class _Rules:
         if r.get("arithmetic_intensity") is not None:
             roof += f" at {r['arithmetic_intensity']:.3g} FLOP/byte"
         mixed = f" (results disagree: {r['bounds']})" if r.get("bounds") and "," in r["bounds"] else ""
-        remedy_key = f"{code}:{reason}" if f"{code}:{reason}" in REMEDIES else code
         f = self.finding(
             code, _pct(r["total_ns"], window_ns), r["total_ns"], window_ns, scope,
             f"{r['short_name']} ({fmt_pct(r['time_pct'])} of the kernel time, {r['ncu_launches']} ncu "
             f"result{'s' if r['ncu_launches'] != 1 else ''}): {bound}-bound by ncu's rule ({reason}){mixed}: "
             f"{detail}{roof}{lat}",
-            remedy_key=remedy_key, of=of, source_id=sid, device_id=None, phase=phase,
+            of=of, source_id=sid, device_id=None, phase=phase,
             subject=r["short_name"],
             metrics={"time_pct": r["time_pct"], "sm_pct": r["sm_pct"], "memory_pct": r["memory_pct"],
                      "dram_pct": r.get("dram_pct"), "bound_reason": reason,
