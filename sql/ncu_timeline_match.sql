@@ -134,7 +134,7 @@ tl_ranges AS MATERIALIZED (  -- the ranges open on the launching thread at each 
     FROM (SELECT DISTINCT source_id, correlation_id, pid, api_ns, launch_tid FROM tl WHERE api_ns IS NOT NULL) t
     JOIN events e
       ON e.source_id = t.source_id AND e.pid = t.pid AND e.tid = t.launch_tid
-     AND tk_is_phase_range(e.category, e.is_instant)
+     AND tk_is_phase_range(e.category, e.is_instant, e.name)
      AND e.start_ns <= t.api_ns AND t.api_ns < e.end_ns
     GROUP BY ALL
 ),

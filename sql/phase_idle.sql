@@ -67,7 +67,7 @@ WITH ib AS (  -- the instances by length class, as in phase_ops
                        pid, tid, start_ns, end_ns,
                        floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
           FROM events
-          WHERE tk_is_phase_range(category, is_instant)
+          WHERE tk_is_phase_range(category, is_instant, name)
             AND pid IS NOT NULL)) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),
@@ -93,7 +93,7 @@ pi AS MATERIALIZED (
     FROM events r
     LEFT JOIN (SELECT source_id, event_id, max(end_ns) AS gpu_end_ns FROM po_all GROUP BY ALL) g
       ON g.source_id = r.source_id AND g.event_id = r.event_id
-    WHERE tk_is_phase_range(r.category, r.is_instant)
+    WHERE tk_is_phase_range(r.category, r.is_instant, r.name)
       AND r.pid IS NOT NULL
 ),
 devs AS (

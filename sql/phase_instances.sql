@@ -34,7 +34,7 @@ WITH r AS (
     SELECT source_id, event_id, name, pid, tid, start_ns, end_ns, dur_ns, category,
            tk_phase(name) AS phase
     FROM events
-    WHERE tk_is_phase_range(category, is_instant) AND pid IS NOT NULL
+    WHERE tk_is_phase_range(category, is_instant, name) AND pid IS NOT NULL
 ),
 -- ranges by length class: level = floor(log2(length)) + 1 (2^level > length), so a launch inside
 -- a range has (launch start >> level) = (range start >> level) or that + 1: an equi-join per

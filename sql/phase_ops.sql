@@ -43,7 +43,7 @@ WITH ib AS (  -- the instances of phase_instances (its rule, without its GPU col
     FROM (SELECT source_id, tk_phase(name) AS phase, category, event_id, pid,
                  tid, start_ns, end_ns, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
           FROM events
-          WHERE tk_is_phase_range(category, is_instant)
+          WHERE tk_is_phase_range(category, is_instant, name)
             AND pid IS NOT NULL) i
     CROSS JOIN (VALUES (0), (1)) b(d)
 ),

@@ -41,7 +41,7 @@ inst AS (  -- the rows of phase_instances (its rule; that view also matches ever
     SELECT source_id, tk_phase(name) AS phase, category, count(*) AS instances,
            sum(dur_ns)::BIGINT AS wall_ns, avg(dur_ns) AS avg_wall_ns
     FROM events
-    WHERE tk_is_phase_range(category, is_instant) AND pid IS NOT NULL
+    WHERE tk_is_phase_range(category, is_instant, name) AND pid IS NOT NULL
     GROUP BY ALL
 ),
 ops AS (

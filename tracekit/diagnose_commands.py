@@ -76,7 +76,12 @@ def _open(db) -> Store:
               help="Evidence rows shown per view in text / markdown (json keeps up to 20; 0 = none).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
               help="Exit with status 1 when a finding of this severity or worse is found (for CI).")
-def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, fail_on):
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), metavar="TFLOPS",
+              help="Compute roof of the roofline (dense TFLOP/s) instead of the device table's "
+                   "(`tracekit sql \"FROM tk_device_peaks()\"`): for a GPU it lacks, or clocks you set.")
+@click.option("--peak-tbps", type=click.FloatRange(min=0, min_open=True), metavar="TB/S",
+              help="Memory roof of the roofline (DRAM TB/s) instead of the device table's.")
+def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, fail_on, peak_tflops, peak_tbps):
     """Run the GPU profiling decision tree over a store: findings with a stable code, a
     severity, the share of time at stake, the evidence (view rows, with the query that gave
     them) and a one-sentence remedy.
@@ -105,6 +110,9 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
             _fail(str(e))
     store = _open(db)
     with store, _one_line_errors(D):
+        for name, value in (("peak_tflops", peak_tflops), ("peak_tbps", peak_tbps)):
+            if value is not None:
+                store.con.execute(f"SET VARIABLE {name} = ?", [value])
         d = D.diagnose(store, source_id=source_id, phase=phase, thresholds=th,
                        evidence_rows=max(20, evidence_rows))
         if fmt == "json":

@@ -6,6 +6,8 @@ Plots (plotly; its JavaScript is embedded once, so the page needs no network whe
 * top kernels by GPU time, per source (`hotspots`)
 * idle-gap length histogram by cause, per source (`idle_gaps`, scope 'device')
 * time per phase: GPU busy and idle by cause, per source (`phase_idle`)
+* roofline from operator shapes, per source (`roofline`: a point per operator and shape;
+  `phase_roofline`: a diamond per phase), against the GPU's roofs (`tk_device_peaks()`)
 * roofline of the ncu-profiled kernels (`kernel_bounds`), or their Speed-of-Light chart
   (compute vs memory throughput) when the roofline counters were not collected
 
@@ -231,6 +233,55 @@ def _roofline(p: _Plots, q: Query, src: dict) -> None:
           fig, height=460)
 
 
+def _shape_roofline(p: _Plots, q: Query, src: dict) -> None:
+    """The roofline from shapes (`roofline`, `phase_roofline`): one point per operator and shape
+    (size = GPU time, colour = bound), one diamond per phase, the roofs of the GPU."""
+    go = p.go
+    sid = src["source_id"]
+    if not (q.has("roofline") and q.has("phase_roofline")):
+        return
+    ops = q.dicts(f"""SELECT op, shapes, dtype, count(*) AS calls, sum(flops) / sum(bytes) AS intensity,
+                             sum(flops) / (sum(gpu_ns) * 1e-9) AS flops_per_s, sum(gpu_ns) AS gpu_ns, mode(bound) AS bound,
+                             max(peak_flops_per_s) AS pf, max(peak_bytes_per_s) AS pb
+                      FROM roofline WHERE source_id = {sid} AND flops > 0 AND bytes > 0
+                      GROUP BY ALL ORDER BY gpu_ns DESC LIMIT 200""")
+    if not ops:
+        return
+    phases = q.dicts(f"""SELECT phase, intensity, flops_per_s, bound, pct_peak_flops, pct_peak_bytes, peak_flops_per_s AS pf,
+                                peak_bytes_per_s AS pb
+                         FROM phase_roofline WHERE source_id = {sid} AND flops > 0 AND bytes > 0""")
+    fig = go.Figure()
+    pts = ops + phases
+    ais = [r["intensity"] for r in pts]
+    x0, x1 = 10 ** math.floor(math.log10(min(ais) / 4)), 10 ** math.ceil(math.log10(max(ais) * 4))
+    roofs = {(r["pf"], r["pb"]) for r in pts if r["pf"] and r["pb"]}
+    for pf, pb in sorted(roofs):
+        ridge = pf / pb
+        xs = [x0, ridge, x1] if x0 < ridge < x1 else [x0, x1]
+        fig.add_trace(go.Scatter(x=xs, y=[min(pf, x * pb) / 1e12 for x in xs], mode="lines", line=dict(dash="dot"),
+                                 name=f"roof {pf / 1e12:.4g} TFLOP/s, {pb / 1e12:.3g} TB/s",
+                                 hovertemplate="%{x:.3g} FLOP/byte: %{y:.1f} TFLOP/s<extra></extra>"))
+    top = max(r["gpu_ns"] for r in ops)
+    for bound in sorted({r["bound"] or "unknown" for r in ops}):
+        rr = [r for r in ops if (r["bound"] or "unknown") == bound]
+        fig.add_trace(go.Scatter(
+            x=[r["intensity"] for r in rr], y=[r["flops_per_s"] / 1e12 for r in rr], mode="markers",
+            marker=dict(size=[6 + 24 * math.sqrt(r["gpu_ns"] / top) for r in rr], color=BOUND_COLORS.get(bound, "#000"),
+                        opacity=0.7), name=f"ops: {bound}-bound",
+            text=[f"{_e(r['op'])} {_e(_short(r['shapes'] or '', 70))} {r['dtype'] or ''} × {r['calls']}, "
+                  f"{fmt_ns(r['gpu_ns'])}" for r in rr],
+            hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.2f} TFLOP/s<extra></extra>"))
+    if phases:
+        fig.add_trace(go.Scatter(
+            x=[r["intensity"] for r in phases], y=[r["flops_per_s"] / 1e12 for r in phases], mode="markers+text",
+            marker=dict(size=16, symbol="diamond", color="#000"), name="phases", text=[r["phase"] for r in phases],
+            textposition="top center",
+            hovertemplate="%{text}: %{x:.3g} FLOP/byte, %{y:.2f} TFLOP/s<extra></extra>"))
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP per byte, from shapes)")
+    fig.update_yaxes(type="log", title="achieved TFLOP/s (FLOPs from shapes / GPU time)")
+    p.add("shape_roofline", f"Roofline from operator shapes — {_label(src)}", fig, height=460)
+
+
 def _evidence_html(e) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in e.columns)
     body = "".join("<tr>" + "".join(f"<td>{_e(cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
@@ -292,6 +343,7 @@ def render_html(store, d: Diagnosis) -> str:
         _top_kernels(p, q, srcs[sid])
         _gap_histogram(p, q, srcs[sid])
         _phase_time(p, q, srcs[sid])
+        _shape_roofline(p, q, srcs[sid])
         if len(p.parts) > start:
             sections.append((f"Source {_label(srcs[sid])}", p.parts[start:], False))
     for sid, src in srcs.items():

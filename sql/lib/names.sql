@@ -4,9 +4,18 @@
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
 --   '#<number>' (ProfilerStep#12 -> ProfilerStep), so the instances of a step share one phase.
 --
--- tk_is_phase_range(category, is_instant) -> BOOLEAN
+-- tk_is_phase_range(category, is_instant, name) -> BOOLEAN
 --   an `events` row that is an instance of a phase: a record_function annotation
---   ('user_annotation') or an NVTX range ('nvtx'), not an instant.
+--   ('user_annotation') or an NVTX range ('nvtx'), not an instant, and not the NVTX range of one
+--   operator (`tk_is_op_range`: torch's emit_nvtx / nsys --pytorch=autograd-nvtx ranges).
+--
+-- tk_is_op_range(category, name) -> BOOLEAN
+--   an `events` row that is one framework operator: a torch.profiler 'cpu_op', or an NVTX range
+--   written by torch's emit_nvtx (nsys --pytorch=autograd-nvtx / autograd-shapes-nvtx):
+--   '<op>, [seq = N, ]op_id = N[, sizes = [...], input_op_ids = [...]]', or any NVTX range whose
+--   name starts with 'aten::'. emit_nvtx writes record_function ranges the same way
+--   ('prefill, op_id = 3777'), so under nsys --pytorch those are op ranges too: mark phases with
+--   NVTX ranges (torch.cuda.nvtx.range) there.
 --
 -- tk_is_graph_launch(api_name) -> BOOLEAN
 --   the call launches a whole CUDA / HIP graph: cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch
@@ -27,16 +36,25 @@
 --
 -- tk_dtype_bytes(dtype) -> INTEGER
 --   bytes per element of a dtype as torch's record_param_comms (Float, BFloat16, Half, Double,
---   Long, Int, Byte, Bool, Float8_e4m3fn, ...) or an NCCL kernel name (f32, bf16, f16, f64, i64,
---   i32, u8, i8, f8e4m3, float, int8_t, half, double, ...) writes it; NULL when unknown.
+--   Long, Int, Byte, Bool, Float8_e4m3fn, ...), torch.profiler's "Input type" (c10::BFloat16,
+--   float, long int, unsigned char, c10::complex<float>, ...) or an NCCL kernel name (f32, bf16,
+--   f16, f64, i64, i32, u8, i8, f8e4m3, float, int8_t, half, double, ...) writes it; NULL when
+--   unknown (Scalar, ScalarList, TensorList, ''). (_tk_dtype_bytes(t): the same on the lower-cased
+--   name without 'c10::'.)
 --
 -- tk_is_comm_kernel(name) -> BOOLEAN
 --   a collective-communication kernel: the name contains 'nccl' or 'rccl' in any case
 --   (ncclKernel_*, ncclDevKernel_*, rccl*).
 CREATE OR REPLACE MACRO tk_phase(name) AS regexp_replace(name, '#[0-9]+$', '');
 
-CREATE OR REPLACE MACRO tk_is_phase_range(category, is_instant) AS
-    (category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false));
+CREATE OR REPLACE MACRO tk_is_op_range(category, name) AS
+    (category = 'cpu_op'
+     OR (category = 'nvtx'
+         AND coalesce(name LIKE 'aten::%' OR regexp_matches(name, '^[^,]+, (seq = [0-9]+, )?op_id = [0-9]+'), false)));
+
+CREATE OR REPLACE MACRO tk_is_phase_range(category, is_instant, name) AS
+    (category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
+     AND NOT tk_is_op_range(category, name));
 
 CREATE OR REPLACE MACRO tk_is_graph_launch(api_name) AS
     coalesce(regexp_matches(api_name, '^(cuda|cu|hip)GraphLaunch'), false);
@@ -59,11 +77,15 @@ CREATE OR REPLACE MACRO tk_collective_op(name) AS
       WHEN regexp_matches(lower(name), '^_?barrier') THEN 'barrier'
     END;
 
-CREATE OR REPLACE MACRO tk_dtype_bytes(dtype) AS
+CREATE OR REPLACE MACRO _tk_dtype_bytes(t) AS
     CASE
-      WHEN dtype IS NULL THEN NULL
-      WHEN regexp_matches(lower(dtype), '^(float|f32|float32|int|i32|int32|uint32|u32|int32_t|uint32_t)$') THEN 4
-      WHEN regexp_matches(lower(dtype), '^(bfloat16|bf16|half|f16|float16|short|int16|i16)$') THEN 2
-      WHEN regexp_matches(lower(dtype), '^(double|f64|float64|long|i64|int64|u64|uint64|int64_t|uint64_t)$') THEN 8
-      WHEN regexp_matches(lower(dtype), '^(byte|char|bool|u8|i8|int8|uint8|int8_t|uint8_t|f8.*|float8.*)$') THEN 1
+      WHEN t IS NULL THEN NULL
+      WHEN regexp_matches(t, '^(float|f32|fp32|tf32|float32|int|i32|int32|uint32|u32|int32_t|uint32_t|unsigned int)$') THEN 4
+      WHEN regexp_matches(t, '^(bfloat16|bf16|half|f16|fp16|float16|short|short int|int16|i16)$') THEN 2
+      WHEN regexp_matches(t, '^(double|f64|fp64|float64|long|long int|long long|i64|int64|u64|uint64|int64_t|uint64_t|complex<float>)$') THEN 8
+      WHEN regexp_matches(t, '^(byte|char|bool|u8|i8|int8|uint8|int8_t|uint8_t|unsigned char|signed char|f8.*|fp8.*|float8.*)$') THEN 1
+      WHEN t = 'complex<double>' THEN 16
+      WHEN t = 'complex<half>' THEN 4
     END;
+
+CREATE OR REPLACE MACRO tk_dtype_bytes(dtype) AS _tk_dtype_bytes(replace(lower(dtype), 'c10::', ''));
