@@ -622,8 +622,10 @@ def test_html_report_renders_in_chromium(stores, tmp_path):
     plots = re.findall(r'<div class="tk-plot" data-plot="([a-z_]+)">(.*?)(?=<div class="tk-plot"|<h2>|<div class="meta")',
                        dom, re.S)
     kinds = [k for k, _ in plots]
-    # 2 timeline sources x (utilization, top kernels, gap histogram, phases) + the ncu roofline
-    assert sorted(kinds) == sorted(["utilization", "top_kernels", "gap_histogram", "phases"] * 2 + ["roofline"])
+    # 2 timeline sources x (utilization, top kernels, gap histogram, phases) + the ncu roofline, and
+    # the roofline from shapes of the one with shapes (the Kineto trace: record_shapes=True)
+    assert sorted(kinds) == sorted(["utilization", "top_kernels", "gap_histogram", "phases"] * 2 + ["roofline",
+                                                                                                  "shape_roofline"])
     for kind, body in plots:  # each plot was drawn by plotly.js: an SVG with its data traces
         assert 'class="main-svg"' in body, kind
         assert re.search(r'class="(trace|bars|scatterlayer)', body), kind

@@ -59,7 +59,7 @@ def test_counts_match_json(path, convert):
     x_skips = sum(v for r, v in skipped.items() if "complete" in r or "without ts" in r)
     rows = n("select (select count(*) from events) + (select count(*) from kernels)"
              " + (select count(*) from memops) + (select count(*) from api_calls)"
-             " + (select count(*) from syncs)")
+             " + (select count(*) from syncs) + (select count(*) from memory_events)")
     assert rows + x_skips == want["X"] + want["instants"]
     # metadata: names kept, display hints counted as skipped
     meta_rows = n("select (select count(*) from processes) + (select count(*) from threads)")

@@ -184,7 +184,7 @@ def test_views_are_created_when_first_needed(convert):
         assert _view_names(st._con) == {"gpu_activity", "idle_gaps"}
         assert st.table("hotspots").count("*").fetchall()[0][0] > 10
         assert "hotspots" in _view_names(st._con)
-        assert len(_view_names(st.con)) == len(views.all_views()) == 31
+        assert len(_view_names(st.con)) == len(views.all_views()) == 36
 
 
 def test_utilization_timeline_empty_buckets_are_idle(convert):
@@ -210,7 +210,7 @@ def test_every_view_header_documents_its_columns_and_types(convert):
 
     st = convert(FIXTURES / "kineto" / "graphs.json.gz")
     con = st.con
-    col = re.compile(r"^--\s+([a-z_][a-z0-9_]*)\s+([A-Z][A-Z0-9_]*(?:\[\])?)\s")
+    col = re.compile(r"^--\s+([a-z_][a-z0-9_]*)\s+([A-Z][A-Z0-9_]*(?:\([^)]*\))?(?:\[\])?)\s")
     for v in views.all_views():
         lines = v.sql.split("\n")
         start = next((i for i, line in enumerate(lines) if re.match(r"^--\s*Columns:\s*$", line)), None)

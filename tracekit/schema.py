@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 JSON = pa.string()  # JSON text; DuckDB columns are declared JSON
@@ -360,6 +360,43 @@ TABLES: tuple[Table, ...] = (
             C("is_instant", BOOL, "True for instants (no duration).", "`ph` `i`/`I`", "NVTX marks"),
             ARGS,
         ),
+    ),
+    Table(
+        "memory_events",
+        "Device (and host) memory allocations and frees, one row each: what an allocator took or "
+        "gave back, with its running totals where the source records them.",
+        (
+            SOURCE_ID,
+            C("device_id", I32, "GPU index (NULL for host memory).",
+              "`args[\"Device Id\"]` when `Device Type` is 1 (CUDA/HIP)", "`deviceId`"),
+            C("ts_ns", I64, "Time of the allocation or free, ns on the source clock.", "`ts`", "`start`"),
+            C("kind", STR, "`alloc` or `free`.", "sign of `args.Bytes`",
+              "`memoryOperationType` (0 allocation, 1 deallocation)"),
+            C("address", I64, "Address of the block.", "`args.Addr`", "`address`"),
+            C("bytes", I64, "Bytes allocated or freed (> 0 for both kinds).", "`abs(args.Bytes)`",
+              "`bytes`"),
+            C("allocated_bytes", I64, "The allocator's bytes in use after this event, where the "
+              "source records it (NULL: derive the running sum, `memory_timeline` does).",
+              "`args[\"Total Allocated\"]`", "—"),
+            C("reserved_bytes", I64, "Bytes the allocator holds from the driver after this event "
+              "(in use or cached), where recorded.", "`args[\"Total Reserved\"]`", "—"),
+            C("allocator", STR, "Who allocated: `pytorch` (the caching allocator's blocks, carved "
+              "out of its reserved segments) or `cuda` (the driver: cudaMalloc / cuMemAlloc / "
+              "cudaHostAlloc / static device variables, whoever called them: the framework's "
+              "allocator and the libraries that allocate on their own, e.g. cuBLAS workspaces).",
+              "`pytorch`", "`cuda`"),
+            C("memory_kind", STR, "`device`, `host` (Kineto: CPU memory), `pinned`, `pageable`, "
+              "`managed`, `array`, `device_static`, `managed_static` or `unknown`.",
+              "`device` / `host` from `args[\"Device Type\"]` (1 / 0)", "`memKind` (ENUM_CUDA_MEM_KIND)"),
+            C("pid", I64, "Process.", "`pid`", "`globalPid >> 24 & 0xFFFFFF`"),
+            C("tid", I64, "Thread, where known.", "`tid`", "—"),
+            C("correlation_id", I64, "The API call that allocated (`api_calls.correlation_id`).", "—",
+              "`correlationId`"),
+            C("name", STR, "Variable name, for static allocations.", "—", "`name`"),
+            ARGS,
+        ),
+        kineto="instant events named `[memory]` (torch.profiler `profile_memory=True`)",
+        nsys="`CUDA_GPU_MEMORY_USAGE_EVENTS` (`nsys profile --cuda-memory-usage=true`)",
     ),
     Table(
         "counters",

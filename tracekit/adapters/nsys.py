@@ -43,6 +43,8 @@ Mapping (see docs/schema.md for the column-level notes)
   category ``cuda_backtrace`` so it never doubles the correlation join; any other class is skipped
   with a reason.
 * ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` → ``syncs`` (streamId / eventId 4294967295 → NULL).
+* ``CUDA_GPU_MEMORY_USAGE_EVENTS`` (``--cuda-memory-usage=true``) → ``memory_events``, allocator
+  ``cuda`` (memoryOperationType 0 → ``alloc``, 1 → ``free``; other types are skipped with a reason).
 * ``NVTX_EVENTS`` → ``events``: ranges (eventType 59/60 and NVTXT 70/71) → category ``nvtx``,
   marks (34) → ``nvtx_mark`` (instants).  Name = ``coalesce(StringIds[textId], text)``; domain =
   name of the eventType-75 row with the same ``domainId`` in the same process (NULL for the
@@ -144,9 +146,11 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 CUPTI_OVERHEAD = "CUPTI_ACTIVITY_KIND_OVERHEAD"
+MEM_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+MEM_OPS = {0: "alloc", 1: "free"}  # ENUM_CUDA_DEV_MEM_EVENT_OPER
 
 #: tables read (and so not listed under metadata.tables_not_converted); ENUM_* are schema aids
-READ_TABLES = {KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, CUPTI_OVERHEAD, "NVTX_EVENTS",
+READ_TABLES = {KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, CUPTI_OVERHEAD, MEM_USAGE, "NVTX_EVENTS",
                "OSRT_API", "PROFILER_OVERHEAD", "GPU_METRICS", "TARGET_INFO_GPU_METRICS",
                "StringIds", "PROCESSES", "ThreadNames", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU",
                "TARGET_INFO_CUDA_DEVICE", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV",
@@ -286,7 +290,7 @@ class NsysAdapter(Adapter):
         self._sid_keys = pa.array(list(self.strings), pa.int64())
         self._sid_values = pa.array(list(self.strings.values()), pa.string())
         self.counts = {t: con.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in self.tables}
-        work = (KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, "NVTX_EVENTS", "OSRT_API",
+        work = (KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, MEM_USAGE, "NVTX_EVENTS", "OSRT_API",
                 "PROFILER_OVERHEAD", CUPTI_OVERHEAD, "GPU_METRICS")
         self.total = sum(self.counts.get(t, 0) for t in work)
         self.done = 0
@@ -302,6 +306,7 @@ class NsysAdapter(Adapter):
         yield from self._memset()
         yield from self._runtime()
         yield from self._syncs()
+        yield from self._memory_usage()
         yield from self._nvtx()
         yield from self._osrt()
         yield from self._overhead("PROFILER_OVERHEAD")
@@ -729,6 +734,36 @@ class NsysAdapter(Adapter):
                 "event_id": event,
                 "args": _merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))})
             yield from self._emit("syncs", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _memory_usage(self):
+        """CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage=true): every allocation and free the
+        driver saw (cudaMalloc*, cuMemAlloc*, cudaHostAlloc, static device variables)."""
+        t = MEM_USAGE
+        if t not in self.tables:
+            return
+        wanted = ["start", "deviceId", "address", "bytes", "memKind", "memoryOperationType",
+                  "globalPid", "correlationId", "name"]
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, op, mk = I("start"), c["memoryOperationType"], c["memKind"]
+            ok = [x in MEM_OPS and s is not None for x, s in zip(op, start.to_pylist())]
+            for i, v in enumerate(ok):
+                if not v:
+                    self.accounting.skip(
+                        f"{t}: row without start" if start[i].as_py() is None
+                        else f"{t}: memoryOperationType {op[i]} (neither allocation nor deallocation)",
+                        dict(zip(wanted, rows[i])))
+            batch = self._batch("memory_events", n, {
+                "device_id": I("deviceId"), "ts_ns": start, "kind": [MEM_OPS.get(x) for x in op],
+                "address": I("address"), "bytes": I("bytes"),
+                "allocator": pa.nulls(n, pa.string()).fill_null("cuda"),
+                "memory_kind": [MEM_KINDS.get(x, "unknown") or "unknown" for x in mk],
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "name": self._strs(t, "name", c["name"]),
+                "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
+            yield from self._emit("memory_events", batch, None if all(ok) else pa.array(ok))
             self._tick(n)
 
     # -- host side -----------------------------------------------------------------------------

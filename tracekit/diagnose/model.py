@@ -73,6 +73,17 @@ THRESHOLDS: dict[str, Threshold] = {
                                view_param=True),
     "bound_waves": Threshold(1, "view parameter of kernel_bounds (fewer waves: 'small grid')",
                              view_param=True),
+    "mem_peak_pct": Threshold(
+        85, "memory_pressure when a GPU's memory peak (memory_peaks, scope 'device': the higher of "
+            "reserved and allocated) reaches this % of its memory (severity medium) ..."),
+    "mem_peak_high_pct": Threshold(95, "... and severity high from this %"),
+    "mem_frag_gib": Threshold(
+        2, "memory_pressure (low) when torch's caching allocator reserved at least this many GiB "
+           "(and a quarter of its reserve) more than it ever had in use"),
+    "latency_pct": Threshold(
+        40, "view parameter of roofline / phase_roofline: below this % of both the peak FLOP/s and "
+            "the peak DRAM bandwidth an operator or phase is latency-bound (fixed costs, not a roof)",
+        view_param=True),
 }
 
 CODES = {
@@ -87,6 +98,8 @@ CODES = {
     "memory_bound": "An ncu-profiled kernel is memory-bound",
     "compute_bound": "An ncu-profiled kernel is compute-bound",
     "latency_bound": "An ncu-profiled kernel is latency-bound: neither memory nor compute is busy",
+    "roofline": "Where each phase sits against the GPU's roofs, from the shapes of its operators",
+    "memory_pressure": "GPU memory: the peak is near the device's size, or the allocator works on the hot path",
     "low_overlap": "Communication is not overlapped with compute",
     "rank_imbalance": "Ranks arrive at collectives at different times; the others wait",
     "no_gpu_data": "The trace has no GPU activity",
@@ -121,6 +134,22 @@ REMEDIES = {
                      "or less work (an algorithmic change).",
     "latency_bound": "Give the SMs more parallel work: more blocks (split-K, smaller tiles, batch the "
                      "calls), higher occupancy (block size, launch bounds, registers), fewer stalls.",
+    "memory_pressure": "Lower the peak: free what the step no longer needs before the peak op (the "
+                       "live allocations at the peak name who holds it), activation checkpointing, "
+                       "smaller micro-batches, a paged / preallocated KV cache; keep the caching "
+                       "allocator's reserve: no torch.cuda.empty_cache() in the loop, and set "
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+    "roofline:memory": "The phase streams bytes at close to the DRAM roof: move fewer bytes per token -- "
+                       "batch more requests per step (the weights are read once per step whatever the "
+                       "batch), quantize weights / KV cache (fp8, int4), fuse element-wise ops into their "
+                       "producers (torch.compile).",
+    "roofline:compute": "The phase is limited by math throughput: use the fastest dtype the model "
+                        "tolerates (bf16 -> fp8 tensor cores), shapes that are multiples of 64/128, "
+                        "fused attention (SDPA flash / cuDNN); past that, scale out.",
+    "roofline:latency": "The phase is far below both roofs: its kernels are too small to fill the GPU "
+                        "(batch 1 decode GEMVs, tiny element-wise ops). Batch more work per kernel "
+                        "(requests, tokens), fuse small ops (torch.compile), and remove launch gaps with "
+                        "CUDA graphs; ncu on the top kernels names which latency (`kernel_latency`).",
     "low_overlap": "Overlap communication with compute: launch collectives while independent compute "
                    "runs (DDP bucket_cap_mb, FSDP prefetch, async collectives on a side stream).",
     "low_overlap:waiting": "Most exposed communication time is waiting for other ranks: fix the "

@@ -422,6 +422,142 @@ class _Rules:
                 FROM hotspots_bound WHERE source_id = {sid} AND name = {lit(r['name'])}""")]))
         return out
 
+    def roofline(self, sid: int, phase: str | None) -> Finding | None:
+        """The phases' verdicts against the device's roofs, from the shapes of their operators
+        (`phase_roofline`; the whole source from `roofline` when it has no phases), and the
+        matmul shapes that run latency-bound."""
+        q = self.q
+        if not (q.has("phase_roofline") and q.has("roofline")):
+            return None
+        cond = f"source_id = {sid}" + (f" AND phase = {lit(phase)}" if phase else "")
+        pq = f"""SELECT phase, instances, bound, roof, dtype, pct_peak_flops, pct_peak_bytes, mfu_pct,
+                        coverage_pct, flops, bytes, gpu_ns, intensity, tokens, bytes_per_token, flops_per_token,
+                        peak_flops_per_s, peak_bytes_per_s
+                 FROM phase_roofline
+                 WHERE {cond} AND bound IS NOT NULL AND coverage_pct >= 50 ORDER BY gpu_ns DESC LIMIT 6"""
+        rows = q.dicts(pq)
+        if not rows and phase is None:
+            pq = f"""SELECT '(whole trace)' AS phase, 1 AS instances, NULL AS bound, sum(flops) AS flops,
+                            sum(bytes) AS bytes, sum(gpu_ns) AS gpu_ns, NULL AS tokens,
+                            arg_max(peak_flops_per_s, flops) AS peak_flops_per_s, max(peak_bytes_per_s) AS peak_bytes_per_s
+                     FROM roofline WHERE source_id = {sid} HAVING count(*) > 0"""
+            rows = [r for r in q.dicts(pq) if r["peak_flops_per_s"] and r["peak_bytes_per_s"] and r["gpu_ns"]]
+            for r in rows:
+                r["pct_peak_flops"] = 100 * r["flops"] / (r["gpu_ns"] * 1e-9) / r["peak_flops_per_s"]
+                r["pct_peak_bytes"] = 100 * (r["bytes"] or 0) / (r["gpu_ns"] * 1e-9) / r["peak_bytes_per_s"]
+                ridge = r["peak_flops_per_s"] / r["peak_bytes_per_s"]
+                r["roof"] = "compute" if r["bytes"] and r["flops"] / r["bytes"] >= ridge else "memory"
+                r["bound"] = ("latency" if max(r["pct_peak_flops"], r["pct_peak_bytes"]) < self.th["latency_pct"]
+                              else r["roof"])
+        if not rows:
+            return None
+        parts = []
+        for r in rows:
+            if r["bound"] == "compute":
+                what = f"compute-bound at {fmt_pct(r['pct_peak_flops'])} of peak FLOP/s"
+            elif r["bound"] == "memory":
+                what = f"memory-bound at {fmt_pct(r['pct_peak_bytes'])} of DRAM bandwidth"
+            else:
+                what = (f"latency-bound: {fmt_pct(r['pct_peak_flops'])} of peak FLOP/s and "
+                        f"{fmt_pct(r['pct_peak_bytes'])} of DRAM bandwidth ({r['roof']} roof)")
+            per = ""
+            if r["instances"] and r["instances"] > 1 and r["bytes"]:
+                per = f", {r['bytes'] / r['instances'] / 1e9:.3g} GB and {fmt_ns(r['gpu_ns'] / r['instances'])} GPU per instance"
+            parts.append(f"{r['phase']} {what}{per}")
+        lq = f"""SELECT op, shapes, dtype, count(*) AS calls, sum(gpu_ns)::BIGINT AS gpu_ns,
+                        avg(pct_peak_bytes) AS pct_peak_bytes, avg(pct_peak_flops) AS pct_peak_flops,
+                        100.0 * sum(gpu_ns) / (SELECT sum(gpu_ns) FROM roofline WHERE source_id = {sid} AND model = 'matmul')
+                            AS pct_of_matmul_ns
+                 FROM roofline WHERE source_id = {sid} AND model = 'matmul' AND bound = 'latency'
+                 GROUP BY ALL ORDER BY gpu_ns DESC LIMIT 5"""
+        lat = q.dicts(lq)
+        tot = sum(r["pct_of_matmul_ns"] or 0 for r in lat)
+        if lat and tot >= 10:
+            x = lat[0]
+            parts.append(f"latency-bound matmuls take {fmt_pct(tot)} of the matmul GPU time, the largest "
+                         f"{x['op']} {x['shapes']} at {fmt_pct(x['pct_peak_bytes'])} of DRAM bandwidth "
+                         f"({x['calls']} calls)")
+        top = rows[0]
+        pk = top.get("peak_flops_per_s"), top.get("peak_bytes_per_s")
+        peaks = (f" (roofs: {pk[0] / 1e12:.4g} TFLOP/s {top.get('dtype') or ''}, {pk[1] / 1e12:.3g} TB/s)"
+                 if pk[0] and pk[1] else "")
+        return self.finding(
+            "roofline", None, None, None, None, "; ".join(parts) + peaks,
+            remedy_key=f"roofline:{top['bound']}", severity="info", source_id=sid, device_id=None, phase=phase,
+            subject=top["phase"],
+            metrics={"phases": {r["phase"]: {k: r.get(k) for k in (
+                "bound", "roof", "pct_peak_flops", "pct_peak_bytes", "mfu_pct", "instances", "flops", "bytes",
+                "gpu_ns", "tokens", "coverage_pct")} for r in rows},
+                "latency_matmuls": lat, "latency_matmul_pct": tot},
+            evidence=[q.evidence("phase_roofline", pq)] + ([q.evidence("roofline", lq)] if lat else []))
+
+    def memory_pressure(self, s: Scope) -> Finding | None:
+        """Device memory: the peak near the GPU's size, memory the allocator holds but does not use,
+        and the allocator calling the driver (cudaMalloc / cudaFree) inside the repeated steps."""
+        q, th = self.q, self.th
+        sid, dev = s.source_id, s.device_id
+        if not q.has("memory_peaks"):
+            return None
+        pk = q.dicts(f"""SELECT allocator, peak_allocated_bytes, peak_reserved_bytes, pct_of_device, peak_ns, top_ops
+                         FROM memory_peaks WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev}
+                         ORDER BY allocator = 'pytorch' DESC""")
+        parts, sev, metrics, evidence = [], [], {}, []
+        gib = 2 ** 30
+        if pk:
+            p = pk[0]
+            pct = p["pct_of_device"]
+            metrics.update({"allocator": p["allocator"], "peak_allocated_bytes": p["peak_allocated_bytes"],
+                            "peak_reserved_bytes": p["peak_reserved_bytes"], "pct_of_device": pct})
+            if pct is not None and pct >= th["mem_peak_pct"]:
+                top = ", ".join(f"{t['op']} {t['bytes'] / gib:.3g} GiB" for t in (p["top_ops"] or [])[:3])
+                parts.append(f"peak {max(p['peak_reserved_bytes'] or 0, p['peak_allocated_bytes'] or 0) / gib:.4g} GiB = "
+                             f"{fmt_pct(pct)} of the GPU's memory ({p['allocator']} allocator)"
+                             + (f"; allocated inside the trace and live at the peak: {top}" if top else ""))
+                sev.append("high" if pct >= th["mem_peak_high_pct"] else "medium")
+            frag = (p["peak_reserved_bytes"] or 0) - (p["peak_allocated_bytes"] or 0)
+            if p["allocator"] == "pytorch" and frag >= th["mem_frag_gib"] * gib \
+                    and frag >= 0.25 * (p["peak_reserved_bytes"] or 1):
+                parts.append(f"the caching allocator reserved {frag / gib:.3g} GiB more than it ever had in use "
+                             f"({fmt_pct(100 * frag / p['peak_reserved_bytes'])} of its peak reserve: fragmentation "
+                             "or a cache kept from earlier shapes)")
+                sev.append("low")
+            evidence.append(q.evidence("memory_peaks", f"""
+                SELECT scope, phase, allocator, allocated_at_start, allocated_at_end, peak_allocated_bytes,
+                       peak_reserved_bytes, pct_of_device, top_ops
+                FROM memory_peaks WHERE source_id = {sid} AND device_id = {dev}
+                ORDER BY peak_allocated_bytes DESC NULLS LAST"""))
+        st = s.steady
+        if st and st.get("method") != "whole" and st.get("steps"):
+            w0, w1 = st["window_start_ns"], st["window_end_ns"]
+            aq = f"""SELECT name, count(*) AS calls, sum(dur_ns)::BIGINT AS host_ns
+                     FROM api_calls WHERE source_id = {sid} AND start_ns >= {w0} AND start_ns < {w1}
+                       AND regexp_matches(name, '^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)')
+                       AND NOT regexp_matches(name, 'Host|Async')
+                     GROUP BY name ORDER BY host_ns DESC"""
+            calls = q.dicts(aq)
+            n = sum(c["calls"] for c in calls)
+            host = sum(c["host_ns"] or 0 for c in calls)
+            frees = sum(c["calls"] for c in calls if "Free" in c["name"])
+            # churn: the pool gives memory back (a free), or grows again and again (a call per
+            # step); one growth while the first steps find their working set is not churn
+            if frees or n >= st["steps"]:
+                share = _pct(host, s.window_ns)
+                names = ", ".join(f"{c['calls']} {c['name']}" for c in calls)
+                parts.append(f"{n} driver allocator calls ({names}) "
+                             f"inside the {st['steps']} repeated steps, {fmt_ns(host)} of host time "
+                             f"({fmt_pct(share)} of the window): the caching allocator gives memory back and "
+                             "takes it again on the hot path")
+                sev.append(_severity(share, th) if share is not None else "low")
+                metrics.update({"steady_allocator_calls": n, "steady_allocator_ns": host})
+                evidence.append(q.evidence("api_calls", aq))
+        if not parts:
+            return None
+        order = {x: i for i, x in enumerate(SEVERITIES)}
+        return self.finding(
+            "memory_pressure", None, None, None, s, "; ".join(parts),
+            severity=min(sev, key=order.get), source_id=sid, device_id=dev, phase=None,
+            metrics=metrics, evidence=evidence)
+
     def ncu_only_bounds(self, sid: int) -> list[Finding]:
         """An ncu source with no timeline in the store: classify its kernels by ncu's own time."""
         q = self.q
@@ -642,7 +778,8 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
                             "idle_ns": {c: ns for c, ns in s.idle.items()}, "instances": s.instances})
             for f in (rules.low_utilization(s), rules.launch_or_host_bound(s), rules.sync_stall(s),
                       rules.runtime_compile(s), rules.transfer_bound(s),
-                      rules.low_overlap(s) if phase is None else None, rules.startup(s)):
+                      rules.low_overlap(s) if phase is None else None, rules.startup(s),
+                      rules.memory_pressure(s) if phase is None else None):
                 if f is not None:
                     findings.append(f)
         if not scopes:
@@ -653,6 +790,9 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
             hk.device_id = sc.device_id if sc else None
             findings.append(hk)
         findings += rules.bounds(sid, windows[sid], phase, sc)
+        rf = rules.roofline(sid, phase)
+        if rf:
+            findings.append(rf)
     if phase is None:
         all_windows: dict = {r["source_id"]: r["w"] for r in q.dicts(
             "SELECT source_id, sum(window_ns)::BIGINT AS w FROM gpu_utilization GROUP BY source_id")}

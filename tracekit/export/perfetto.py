@@ -860,6 +860,8 @@ class _Exporter:
               UNION ALL SELECT min(a.start_ns + s.off) FROM syncs a JOIN tk_src s USING (source_id)
                 WHERE {W('a')} AND {self._dev('a')}
               UNION ALL SELECT min(a.ts_ns + s.off) FROM counters a JOIN tk_src s USING (source_id)
+                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)}
+              UNION ALL SELECT min(a.ts_ns + s.off) FROM memory_events a JOIN tk_src s USING (source_id)
                 WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""")[0][0]
         self.t0 = self.r.t0_ns = int(t0) if t0 is not None else 0
         if t0 is None:
@@ -1141,8 +1143,35 @@ class _Exporter:
                     cname, ckey = name, "value"
                 t = L.counter_track(proc, cname, ckey)
                 w.counter(t, cname, ckey, c["ts"][i], v)
+        self.memory_counters(L, w)
         if self.o.counters:
             self.derived_counters(L, w)
+
+    def memory_counters(self, L: Layout, w):
+        """Device memory under each GPU: the allocator's totals after every allocation and free
+        (`tk_memory_series()` of sql/lib/memory.sql, the definition `memory_timeline` uses):
+        'GPU memory allocated' and 'GPU memory reserved' for torch's caching allocator, 'GPU memory
+        (driver)' for the driver's allocations (nsys --cuda-memory-usage)."""
+        W = self._win
+        sql = f"""
+            SELECT s.ord AS sord, m.source_id, m.device_id, m.allocator, m.ts_ns + s.off - $t0 AS ts,
+                   m.allocated, m.reserved
+            FROM tk_memory_series() m JOIN tk_src s USING (source_id)
+            WHERE {W('m', 'ts_ns', 'ts_ns')} AND {self._dev('m')}
+            ORDER BY sord, m.device_id, m.allocator, m.ord"""
+        for batch in self.reader(sql, t0=self.t0):
+            c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            for i in range(batch.num_rows):
+                proc = L.gpu_process(c["source_id"][i], c["device_id"][i])
+                if c["allocator"][i] == "cuda":
+                    series = (("GPU memory (driver)", c["allocated"][i]),)
+                else:
+                    series = (("GPU memory allocated", c["allocated"][i]), ("GPU memory reserved", c["reserved"][i]))
+                for name, v in series:
+                    if v is None:
+                        continue
+                    t = L.counter_track(proc, name, c["allocator"][i], unit="bytes")
+                    w.counter(t, name, c["allocator"][i], c["ts"][i], float(v))
 
     def derived_counters(self, L: Layout, w):
         W, D = self._win, self._dev
