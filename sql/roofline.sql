@@ -6,7 +6,9 @@
 --
 -- Definition:
 --   operator call = an `events` row of an op range (`tk_is_op_range`) whose shapes are known
---     (`tk_op_dims`), with a model: a FLOP class (`tk_op_class`) or a bytes model (`tk_op_bytes`).
+--     (`tk_op_dims`), with a model: a FLOP class (`tk_op_class`) or a bytes model (`tk_op_bytes`:
+--     torch's aten ops with a tensor input; custom ops have none, their kernels go to the
+--     enclosing modelled call if any, else stay unmodelled: `phase_roofline.coverage_pct`).
 --   its GPU work   = the GPU operations (`gpu_launches`: kernels, memcpy, memset) whose launch call
 --     started inside the call on the same thread (`tk_enclosing`). A launch inside several modelled
 --     calls belongs to one: the OUTERMOST enclosing call of a FLOP class (aten::linear over
@@ -85,7 +87,8 @@ m AS (  -- the calls with a model
            list_transform(types, lambda t: tk_dtype_bytes(nullif(t, ''))) AS eb
     FROM op
     WHERE dims IS NOT NULL
-      AND (tk_op_class(op) IS NOT NULL OR list_sum(list_transform(dims, lambda x: tk_numel(x))) > 0)
+      AND (tk_op_class(op) IS NOT NULL
+           OR (op LIKE 'aten::%' AND list_sum(list_transform(dims, lambda x: tk_numel(x))) > 0))
 ),
 rng AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, event_id AS range_id, start_ns, end_ns FROM m),
 l AS (SELECT row_number() OVER () AS point_id, * FROM gpu_launches),

@@ -71,7 +71,10 @@
 --       any, logsumexp, linalg_vector_norm): in (the output is small)
 --     any other op with a tensor input (element-wise, norms, softmax, activations, in-place ops):
 --       in + the largest input's numel * eb[1] (the output, broadcast)
---   NULL when the op has no tensor input (factories: empty, zeros, arange ...).
+--   NULL when the op has no tensor input (factories: empty, zeros, arange ...), and for operators
+--   outside torch's aten namespace with no FLOP class (custom ops: vllm::, flash_attn::, triton
+--   kernels): their inputs are often buffers they write a few rows of (a KV cache), so "every input
+--   read once" would count gigabytes a call never touches.
 --
 -- tk_op_assumptions(op, types, concrete) -> VARCHAR
 --   what a model had to assume for this row, ';'-joined, NULL when nothing: 'dtype not recorded'
@@ -227,6 +230,7 @@ CREATE OR REPLACE MACRO _tk_in_bytes(d, eb, e) AS
 CREATE OR REPLACE MACRO tk_op_bytes(op, d, eb, e, c) AS
     CASE
       WHEN d IS NULL OR coalesce(_tk_in_bytes(d, eb, e), 0) = 0 THEN NULL
+      WHEN tk_op_class(op) IS NULL AND NOT op LIKE 'aten::%' THEN NULL
       WHEN tk_op_class(op) IS NOT NULL THEN _tk_in_bytes(d, eb, e) + _tk_out_numel(op, d, c) * coalesce(eb[1], e)
       WHEN op = 'aten::embedding' THEN 2.0 * tk_numel(d[2]) * d[1][-1] * coalesce(eb[1], e) + 8.0 * tk_numel(d[2])
       WHEN op = 'aten::index_select' THEN
