@@ -114,12 +114,21 @@ def test_bad_inputs_among_good_ones(tmp_path, chunking):
 
 
 def test_strict_and_rank_apply_to_every_input(tmp_path):
-    # --strict: the nsys capture and the DDP ranks have rows that would be skipped, the ncu CSV none
+    # --strict: the real captures lose nothing (their skipped rows are display hints and the
+    # host's idle processes: by design); a rank with one event of negative duration loses a row
+    import json
+
+    bad = tmp_path / "rank0_bad.json"
+    t = json.loads(gzip.open(RANK0).read())
+    x = next(e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    x["dur"] = -5
+    bad.write_text(json.dumps(t))
     for jobs in (1, 2):
         db = tmp_path / f"s{jobs}.duckdb"
-        code, out, err = run("convert", RANK0, NSYS, NCU, "--db", db, "--jobs", jobs, "--strict")
-        assert code == 2 and out.startswith("[0] ") and str(NCU) in out and len(out.splitlines()) == 1
-        assert len(err.splitlines()) == 2 and "would be skipped" in err
+        code, out, err = run("convert", RANK0, NSYS, bad, NCU, "--db", db, "--jobs", jobs, "--strict")
+        assert code == 2 and len(out.splitlines()) == 3 and str(bad) not in out, err
+        assert len(err.splitlines()) == 1 and "would be skipped" in err and "negative dur" in err
+        assert all("[by design]" in line for line in out.splitlines() if "skipped 0" not in line)
     # --rank N on an input without distributedInfo
     db = tmp_path / "r.duckdb"
     code, out, err = run("convert", NSYS, NCU, "--db", db, "--jobs", 2, "--rank", 5)

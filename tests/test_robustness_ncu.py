@@ -205,11 +205,13 @@ def expected(data: bytes):
         if not ok:
             entries += 1  # foreign: skipped
             continue
-        ids.add(int(r[0]))
         if detail:
-            entries += 1  # a metric, a rule or a row with neither (skipped)
+            entries += 1  # a metric, a rule or a row with neither (skipped), or a repeat (skipped)
+        elif int(r[0]) in ids:
+            entries += 1  # a result ID given again: the row is skipped, not merged
         else:
             entries += sum(1 for i in metric_cols if r[i] != "")
+        ids.add(int(r[0]))
     return entries, len(ids), detail
 
 

@@ -3,14 +3,17 @@
 __version__ = "0.1.0"
 
 
-def open(path="tracekit.duckdb", read_only=True):  # noqa: A001
+def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
     """Open a store: ``tracekit.open("tracekit.duckdb").sql("select * from hotspots")``.
 
     ``.sql()`` returns a DuckDB relation: ``.to_arrow_table()``, ``.pl()`` (polars), ``.fetchall()``.
+    A read-only store is sandboxed: its SQL cannot read or write other files, reach the network
+    or load extensions, and cannot change that (``tracekit.store.SANDBOX``); pass
+    ``sandbox=False`` for a store whose SQL you write yourself and that needs more.
     """
     from .store import Store
 
-    return Store(path, read_only=read_only)
+    return Store(path, read_only=read_only, sandbox=sandbox)
 
 
 def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False):

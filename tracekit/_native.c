@@ -336,6 +336,8 @@ static int us_to_ns(const unsigned char *s, const unsigned char *e, int64_t *out
     uint64_t v = 0;
     int digits = 0;
     while (s < e && *s >= '0' && *s <= '9') {
+        /* checked before multiplying: v * 10 of a 19-digit v wraps uint64 (2^64 + 5 would read 5) */
+        if (v >= ((uint64_t)1 << 59)) return 0;
         v = v * 10 + (uint64_t)(*s - '0');
         if (v >= ((uint64_t)1 << 62)) return 0;
         s++; digits++;

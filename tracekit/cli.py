@@ -12,7 +12,8 @@ import duckdb
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
-from .store import DEFAULT_DB, Store, StoreError, writing
+from .names import printable
+from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
                          help="The tracekit store (a DuckDB file).")
@@ -81,6 +82,9 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
 
     if partitioned and not parquet_dir:
         _fail("--partitioned needs --parquet DIR")
+    for p in inputs:
+        if Path(db).exists() and p.exists() and os.path.samefile(p, db):
+            _fail(f"{db}: is also an input; the store would overwrite it: choose another --db")
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
         _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet)
@@ -102,16 +106,36 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
                     failed += 1
                     continue
                 click.echo(summary.one_line())
+            _keep_or_roll_back(db, replace, failed, len(inputs))
             if parquet_dir:
                 _export(store, parquet_dir, partitioned)
     except StoreError as e:
         _fail(str(e))
+    except OSError as e:
+        _fail(os_error_line(e, db))
     if failed:
         sys.exit(2)
 
 
+def _keep_or_roll_back(db: Path, replace: bool, failed: int, total: int) -> None:
+    """After the inputs: with --replace, a failed input keeps the old store whole (it is not
+    replaced by a part of what was asked); without, a run that converted nothing writes nothing
+    (no new empty store)."""
+    if failed and (replace or failed == total):
+        if replace and failed < total and Path(db).exists():
+            click.echo(f"tracekit: {failed} of {total} inputs failed; the store was not replaced", err=True)
+        raise Rollback()
+
+
 def _export(store: Store, parquet_dir: Path, partitioned: bool) -> None:
-    paths = store.export_parquet(parquet_dir, partitioned=partitioned)
+    """--parquet DIR, inside the conversion: a failure here leaves the store as it was too."""
+    try:
+        paths = store.export_parquet(parquet_dir, partitioned=partitioned)
+    except OSError as e:
+        raise StoreError(f"--parquet: {os_error_line(e, parquet_dir)}; nothing was converted") from None
+    except duckdb.Error as e:
+        raise StoreError(f"--parquet {parquet_dir}: cannot write ({str(e).splitlines()[0]}); "
+                         "nothing was converted") from None
     if partitioned:
         click.echo(f"wrote {len(paths)} tables as a partitioned Parquet dataset to {parquet_dir}")
     else:
@@ -156,10 +180,13 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
             finally:
                 if bar is not None:
                     bar.__exit__(None, None, None)
+            _keep_or_roll_back(db, replace, failed, len(inputs))
             if parquet_dir:
                 _export(store, parquet_dir, partitioned)
     except StoreError as e:
         _fail(str(e))
+    except OSError as e:
+        _fail(os_error_line(e, db))
     if failed:
         sys.exit(2)
 
@@ -187,8 +214,14 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000.")
 @click.option("--max-rows", default=100, show_default=True, help="Rows shown by --format table (0 = all).")
-def sql(query, db, fmt, output, params, max_rows):
+@click.option("--unsafe", is_flag=True,
+              help="Lift the sandbox: let the SQL read and write files, attach databases, load extensions.")
+def sql(query, db, fmt, output, params, max_rows, unsafe):
     """Run a SQL QUERY against the store (read-only); every view of `tracekit views` is available.
+
+    The query runs sandboxed: it cannot read or write other files (COPY, read_text, glob,
+    ATTACH), reach the network or load extensions, and cannot turn that off; -o is written by
+    tracekit. --unsafe lifts the sandbox (for SQL you wrote yourself).
 
     \b
     Examples:
@@ -196,7 +229,7 @@ def sql(query, db, fmt, output, params, max_rows):
       tracekit sql "select * from idle_gaps order by dur_ns desc" --format csv -o gaps.csv
     """
     try:
-        store = Store(db, read_only=True)
+        store = Store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
         _fail(str(e))
     with store:
@@ -210,7 +243,11 @@ def sql(query, db, fmt, output, params, max_rows):
             if rel is not None:
                 _emit(rel, fmt, output, max_rows)
         except duckdb.Error as e:  # when binding, or while the query runs (results are lazy)
+            if output and isinstance(e, duckdb.IOException):
+                _fail(f"{output}: cannot write ({str(e).splitlines()[0]}); check the path and the free space")
             _fail(f"query failed: {str(e).splitlines()[0]}")
+        except OSError as e:
+            _fail(os_error_line(e, output))
 
 
 def _param_value(v: str):
@@ -222,14 +259,25 @@ def _param_value(v: str):
     return v
 
 
+def _writer(rel: duckdb.DuckDBPyRelation):
+    """The result as a relation of a private in-memory connection that may write files: the
+    user's query ran on the (sandboxed) store; only its rows reach the writer."""
+    con = duckdb.connect()
+    return con, con.from_arrow(rel.to_arrow_table())
+
+
 def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows: int) -> None:
     if fmt == "parquet":
         if not output:
             _fail("--format parquet needs -o FILE")
-        rel.write_parquet(str(output))
+        con, w = _writer(rel)
+        with con:
+            w.write_parquet(str(output))
         return
     if fmt == "csv":
-        _write_csv(rel, output)
+        con, w = _writer(rel)
+        with con:
+            _write_csv(w, output)
         return
     tbl = rel.to_arrow_table()
     if fmt == "json":
@@ -305,7 +353,7 @@ def _cell(v) -> str:
         return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}" if abs(v) >= 10_000 else str(v)
-    return str(v)
+    return printable(str(v))
 
 
 @main.command("views")

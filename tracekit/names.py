@@ -4,6 +4,8 @@
   ``shortName`` and ncu's "function" base spell it: no return type, no namespaces, no template
   arguments, no parameter list.  It is the key used to match kernels across tools.
 * ``api_base_name``: a CUDA API name without nsys's version suffix (``cudaLaunchKernel_v7000``).
+* ``printable``: text as a terminal may show it: control characters (escape sequences, carriage
+  returns, bells: anything a kernel or NVTX name may carry) written as ``\x1b``-style escapes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,19 @@ from functools import lru_cache
 _API_SUFFIX = re.compile(r"_v\d+$")
 _SPACE = re.compile(r"\s+")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """Text safe to print on a terminal: every control character (C0 but tab and, with
+    keep_newlines, newline; DEL; C1; the Unicode line / paragraph separators) as an escape."""
+    pat = _CONTROL if keep_newlines else _CONTROL_NL
+    return pat.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+_CONTROL_NL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def api_base_name(name: str) -> str:

@@ -23,7 +23,7 @@ import html
 import math
 
 from . import __version__
-from .diagnose import CODES, IDLE_CAUSES, Diagnosis, Query, cell, fmt_ns, fmt_pct
+from .diagnose import CODES, IDLE_CAUSES, Diagnosis, Query, cell, command, fmt_ns, fmt_pct
 
 CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "runtime_compile": "#8c564b", "kernel_wait": "#ff7f0e",
                 "other": "#7f7f7f", "outside": "#c7c7c7", "busy": "#2ca02c"}
@@ -287,7 +287,7 @@ def _evidence_html(e) -> str:
     body = "".join("<tr>" + "".join(f"<td>{_e(cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
     more = f" (first {len(e.rows)} of {e.total_rows} rows)" if e.total_rows > len(e.rows) else ""
     return (f"<details><summary>evidence: <code>{_e(e.view)}</code>{more}</summary>"
-            f"<pre>tracekit sql \"{_e(e.query)}\"</pre>"
+            f"<pre>{_e(command(e.query))}</pre>"
             f"<div class='tbl'><table><tr>{head}</tr>{body}</table></div></details>")
 
 

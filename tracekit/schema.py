@@ -141,6 +141,10 @@ TABLES: tuple[Table, ...] = (
             C("reason", STR, "Why the rows were skipped (one sentence)."),
             C("count", I64, "How many input rows were skipped for this reason."),
             C("example", STR, "The first such row, abbreviated to 300 characters."),
+            C("by_design", BOOL, "True when the rows hold nothing of the trace's content and are "
+              "left out on purpose (display hints, the host's idle processes and threads, tracing "
+              "markers, NVTX naming rows); false for data that could not be converted "
+              "(`convert --strict` fails on those)."),
         ),
     ),
     Table(

@@ -11,7 +11,9 @@ import datetime as _dt
 import gc
 import os
 import queue
+import re
 import shutil
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -83,13 +85,15 @@ class SourceSummary:
     format: str
     converted: dict[str, int]
     skipped: dict[str, int] = field(default_factory=dict)
+    by_design: frozenset = frozenset()  # skip reasons that lose nothing (Accounting.by_design)
 
     def one_line(self) -> str:
         rows = ", ".join(f"{t} {n:,}" for t, n in sorted(self.converted.items()) if n) or "no rows"
         line = f"[{self.source_id}] {self.path} ({self.format}): {rows}"
         if self.skipped:
             total = sum(self.skipped.values())
-            why = "; ".join(f"{n:,} {r}" for r, n in sorted(self.skipped.items(), key=lambda x: -x[1]))
+            why = "; ".join(f"{n:,} {r}" + (" [by design]" if r in self.by_design else "")
+                            for r, n in sorted(self.skipped.items(), key=lambda x: -x[1]))
             line += f"; skipped {total:,} ({why})"
         else:
             line += "; skipped 0"
@@ -98,6 +102,20 @@ class SourceSummary:
 
 class StoreError(Exception):
     pass
+
+
+#: A store opened for queries (`tracekit sql`, `tracekit.open`) runs SQL that may come from
+#: anyone: no file, network or extension access beyond the store itself (no COPY TO, read_text,
+#: glob, ATTACH, INSTALL / LOAD), and the configuration locked so SQL cannot undo it. The views
+#: and tracekit's own commands need nothing more. Opt out: `Store(..., sandbox=False)`,
+#: `tracekit.open(path, sandbox=False)`, `tracekit sql --unsafe`.
+SANDBOX = (
+    "SET enable_external_access = false",
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET enable_progress_bar = false",
+    "SET lock_configuration = true",
+)
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -115,7 +133,7 @@ class Store:
     ``Store(path, read_only=True)`` for queries."""
 
     def __init__(self, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False,
-                 replace: bool = False, label: str | None = None):
+                 replace: bool = False, label: str | None = None, sandbox: bool | None = None):
         self.path = str(path)
         self.label = label or self.path  # the name users know (writing() works on a copy)
         if read_only and not os.path.exists(self.path):
@@ -137,6 +155,11 @@ class Store:
             _create_tables(self._con)
         self._views: set[str] = set()  # the views created so far
         self._library = False  # the macros of sql/lib/ created
+        self.sandboxed = read_only if sandbox is None else bool(sandbox)
+        locked = self._con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
+        if self.sandboxed and not locked:  # (a second connection to one database shares its settings)
+            for stmt in SANDBOX:
+                self._con.execute(stmt)
 
     def _check_version(self) -> None:
         try:
@@ -146,11 +169,23 @@ class Store:
             self._con.close()
             raise StoreError(f"{self.label}: not a tracekit store (a DuckDB file without tracekit's "
                              "tables); pass another --db path") from None
-        if v is None or int(v[0]) != schema.SCHEMA_VERSION:
+        if v is None or not str(v[0]).strip().isdigit() or int(v[0]) != schema.SCHEMA_VERSION:
             self._con.close()
             raise StoreError(f"{self.label}: made by another tracekit version (store schema "
-                             f"{v and v[0]}, this tracekit reads {schema.SCHEMA_VERSION}); "
+                             f"{v and v[0]!r}, this tracekit reads {schema.SCHEMA_VERSION}); "
                              "re-create it with `tracekit convert --replace`")
+        have: dict[str, set] = {}
+        for t, c in self._con.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall():
+            have.setdefault(t, set()).add(c)
+        for t in schema.TABLES:
+            missing = [c for c in t.column_names if c not in have.get(t.name, set())]
+            if missing:
+                self._con.close()
+                raise StoreError(f"{self.label}: damaged store: table {t.name} "
+                                 + (f"lacks column {', '.join(missing[:3])}" if t.name in have else "is missing")
+                                 + "; re-create it with `tracekit convert --replace`")
 
     # -- queries -----------------------------------------------------------------------------
     # Views are created when first needed: all of them on the first use of `con`, and by
@@ -261,9 +296,10 @@ class Store:
                 for table_name, batch in batches:
                     _insert(con, table_name, batch)
             acc = adapter.accounting
-            if strict and acc.skipped:
-                reason, n = acc.skipped.most_common(1)[0]
-                raise TraceError(path, f"{acc.total_skipped:,} input rows would be skipped "
+            lost = acc.lost
+            if strict and lost:
+                reason, n = lost.most_common(1)[0]
+                raise TraceError(path, f"{sum(lost.values()):,} input rows would be skipped "
                                  f"(e.g. {n:,}: {reason})", "drop --strict to convert the rest")
             info = dict(adapter.source)
             if rank is not None:
@@ -274,7 +310,8 @@ class Store:
             con.execute("ROLLBACK")
             raise
         acc = adapter.accounting
-        return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped))
+        return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped),
+                             frozenset(acc.by_design))
 
     def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
         con = self._con
@@ -325,7 +362,8 @@ class Store:
             row[k] = v
         _insert(con, "sources", pa.RecordBatch.from_pylist([row], schema=schema.table("sources").arrow))
         if acc.skipped:
-            rows = [{"source_id": source_id, "reason": r, "count": n, "example": acc.examples.get(r)}
+            rows = [{"source_id": source_id, "reason": r, "count": n, "example": acc.examples.get(r),
+                     "by_design": r in acc.by_design}
                     for r, n in acc.skipped.items()]
             _insert(con, "skipped_rows",
                     pa.RecordBatch.from_pylist(rows, schema=schema.table("skipped_rows").arrow))
@@ -549,37 +587,152 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
                      "parent_id": pa.array(parent, pa.int64())})
 
 
+def os_error_line(e: OSError, store=None) -> str:
+    """One line for an environment fault (full disk, read-only folder, no permission): which file,
+    what the system said, what to do."""
+    import errno
+
+    where = e.filename or store or "?"
+    why = e.strerror or str(e)
+    todo = {errno.ENOSPC: "free some space or write elsewhere",
+            errno.EROFS: "write to a writable location",
+            errno.EACCES: "write where you have permission",
+            errno.EPERM: "write where you have permission",
+            errno.EDQUOT: "free some of your quota or write elsewhere"}.get(e.errno, "check the path")
+    return f"{where}: {why}; {todo}"
+
+
+class Rollback(Exception):
+    """Raised inside a ``writing()`` block: leave the store exactly as it was (nothing is written,
+    no new file appears), without an error."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _clean_stale(path: Path) -> None:
+    """Remove what killed conversions of this store left next to it: ``.<name>.tmp-<pid>`` copies
+    (with their .wal and spill folder) and ``.<name>.parts-<pid>`` worker folders, of processes
+    that are gone."""
+    pat = re.compile(rf"^\.{re.escape(path.name)}\.(tmp|parts)-(\d+)")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = pat.match(p.name)
+        if m and not _pid_alive(int(m.group(2))):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+
+_DUCKDB_MAGIC = b"DUCK"
+
+
+def _check_replaceable(path: Path) -> None:
+    """--replace deletes the file at the store's path: only ever a DuckDB file (or an empty one)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return
+    if head and head[8:12] != _DUCKDB_MAGIC:
+        what = ("an SQLite database (an nsys export?)" if head.startswith(b"SQLite format 3")
+                else "not a DuckDB file")
+        raise StoreError(f"{path}: is {what}, not a tracekit store; refusing to replace it: "
+                         "choose another --db")
+
+
+@contextmanager
+def _locked(path: Path):
+    """An exclusive lock on the store for the whole conversion (``.<name>.lock`` next to it, gone
+    when the conversion ends), so two conversions into one store run one after the other and both
+    sources are kept (each works on a copy: without the lock the last rename would win)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks here
+        yield
+        return
+    lock = path.with_name(f".{path.name}.lock")
+    waited = False
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield  # a read-only folder: the conversion itself will fail with a clear message
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not waited:
+                print(f"tracekit: waiting for another conversion into {path} to finish", file=sys.stderr)
+                waited = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:  # the holder removes the file before it unlocks: lock only the file still there
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(lock)
+        finally:
+            os.close(fd)
+
+
 @contextmanager
 def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False):
     """Open a store for conversion atomically: work on a temporary copy next to it and move it
     into place only when the block ends without an exception. Readers of the old store are never
-    blocked or shown a half-written state, and a crash leaves the store as it was."""
+    blocked or shown a half-written state, and a crash leaves the store as it was. Conversions
+    into one store take turns (a lock next to it); ``Rollback`` raised in the block leaves the
+    store untouched; leftovers of killed conversions are removed."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    for p in (tmp, Path(f"{tmp}.wal")):
-        p.unlink(missing_ok=True)
-    if path.exists() and not replace:
-        shutil.copyfile(path, tmp)
-        if Path(f"{path}.wal").exists():
-            shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
-    try:
-        st = Store(tmp, label=str(path))
-    except BaseException:
+    if replace and path.exists():
+        _check_replaceable(path)
+    with _locked(path):
+        _clean_stale(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         for p in (tmp, Path(f"{tmp}.wal")):
             p.unlink(missing_ok=True)
-        raise
-    ok = False
-    try:
-        yield st
-        st._con.execute("CHECKPOINT")
-        ok = True
-    finally:
-        st.close()
-        if ok:
-            os.replace(tmp, path)
-            Path(f"{path}.wal").unlink(missing_ok=True)
-        for p in (tmp, Path(f"{tmp}.wal")):
-            p.unlink(missing_ok=True)
+        if path.exists() and not replace:
+            shutil.copyfile(path, tmp)
+            if Path(f"{path}.wal").exists():
+                shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
+        try:
+            st = Store(tmp, label=str(path))
+        except BaseException:
+            for p in (tmp, Path(f"{tmp}.wal")):
+                p.unlink(missing_ok=True)
+            raise
+        ok = False
+        try:
+            yield st
+            st._con.execute("CHECKPOINT")
+            ok = True
+        except Rollback:
+            pass
+        finally:
+            st.close()
+            if ok:
+                os.replace(tmp, path)
+                Path(f"{path}.wal").unlink(missing_ok=True)
+            for p in (tmp, Path(f"{tmp}.wal")):
+                p.unlink(missing_ok=True)
+            shutil.rmtree(f"{tmp}.tmp", ignore_errors=True)
 
 
 def _read_ahead(items, depth: int = 4):
@@ -719,6 +872,9 @@ def _insert(con: duckdb.DuckDBPyConnection, table_name: str, batch: pa.RecordBat
     con.from_arrow(batch).insert_into(table_name)
 
 
-def open(path: str | os.PathLike = DEFAULT_DB, read_only: bool = True) -> Store:  # noqa: A001
-    """Open a store for queries (the Python API entry point: ``tracekit.open(path).sql(q)``)."""
-    return Store(path, read_only=read_only)
+def open(path: str | os.PathLike = DEFAULT_DB, read_only: bool = True,  # noqa: A001
+         sandbox: bool | None = None) -> Store:
+    """Open a store for queries (the Python API entry point: ``tracekit.open(path).sql(q)``).
+    Read-only stores are sandboxed (`SANDBOX`: no file / network / extension access from SQL,
+    configuration locked) unless ``sandbox=False``."""
+    return Store(path, read_only=read_only, sandbox=sandbox)

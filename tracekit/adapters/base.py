@@ -40,9 +40,15 @@ class Accounting:
         self.converted: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.examples: dict[str, str] = {}
+        self.by_design: set[str] = set()  # reasons that lose nothing of the trace's content
 
-    def skip(self, reason: str, example=None, n: int = 1) -> None:
+    def skip(self, reason: str, example=None, n: int = 1, by_design: bool = False) -> None:
+        """Count input rows not converted. ``by_design``: rows left out on purpose that hold
+        nothing of the trace's content (display hints, the host's idle processes, tracing
+        markers); the others are data that could not be converted (--strict fails on those)."""
         self.skipped[reason] += n
+        if by_design:
+            self.by_design.add(reason)
         if reason not in self.examples and example is not None:
             text = example if isinstance(example, str) else _json_text(example)
             self.examples[reason] = text[:300]
@@ -50,6 +56,11 @@ class Accounting:
     @property
     def total_skipped(self) -> int:
         return sum(self.skipped.values())
+
+    @property
+    def lost(self) -> Counter[str]:
+        """The skipped rows that were data (not by design), per reason."""
+        return Counter({r: n for r, n in self.skipped.items() if r not in self.by_design})
 
 
 def _json_text(obj) -> str:
@@ -111,9 +122,10 @@ class TableBuilder:
                     arrays.append(pa.array(v, f.type))
             batch = pa.RecordBatch.from_arrays(arrays, schema=self.table.arrow)
         except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            names = list(columns)
+            given = {k: v for k, v in columns.items() if v is not None}  # None: all NULL
+            names = list(given)
             lists = [v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
-                     for v in columns.values()]
+                     for v in given.values()]
             self.rows.extend(dict(zip(names, vals)) for vals in zip(*lists))
             return
         self.accounting.converted[self.name] += n

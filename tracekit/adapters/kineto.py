@@ -29,6 +29,7 @@ converted or counted in ``skipped_rows`` with a reason.  See docs/schema.md for 
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
 import os
 import queue
@@ -243,11 +244,49 @@ def _ints(vals: list) -> tuple[pa.Array, list, bool]:
     """Ids with `_int`'s rules: (int64 array, the values as a list, whether every non-null value
     was kept).  One C-level conversion when all are int64 ints (the usual case)."""
     try:
+        if any(type(v) is float for v in vals):  # pyarrow would truncate 1.5 to 1, silently
+            raise TypeError("float id")
         return pa.array(vals, pa.int64()), vals, True
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
         conv = [_int(v) for v in vals]
         kept = all(c is not None or v is None for c, v in zip(conv, vals))
         return pa.array(conv, pa.int64()), conv, kept
+
+
+def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
+    """The args texts with, for the rows in ``extras`` (row -> {field: raw value}), those fields
+    added as ``_<field>``: a raw value no column holds (a pid that is not an id, a kernel's pid /
+    tid that differ from its args' device / stream), kept as the one-by-one reader keeps them."""
+    if not extras:
+        return texts
+    out = texts.to_pylist()
+    for i, extra in extras.items():
+        t = out[i]
+        d = _ANY.decode(t.encode()) if t else {}
+        if not isinstance(d, dict):
+            d = {"args": d}
+        d.update({f"_{k}": v for k, v in extra.items()})
+        out[i] = msgspec.json.encode(d).decode()
+    return pa.array(out, pa.string())
+
+
+def _lost_ids(raw: list, conv: list, used: list | None = None) -> list[int]:
+    """Rows whose raw id is not what the column got: not convertible (conv None), or, with
+    ``used``, a different value was used for the column (a kernel's args.device over its pid)."""
+    if used is None:
+        return [i for i, (r, c) in enumerate(zip(raw, conv)) if r is not None and c is None]
+    return [i for i, (r, c, u) in enumerate(zip(raw, conv, used)) if r is not None and (c is None or c != u)]
+
+
+def _gpu_id_extras(ev, a, pid, tid) -> dict:
+    """A GPU op's raw pid / tid that its device / stream columns do not hold (not an id, or args
+    name another device / stream): kept in args as ``_pid`` / ``_tid``."""
+    extra = {}
+    for field, raw, conv, used in (("pid", ev.pid, pid, _int(a.device) if a.device is not None else pid),
+                                   ("tid", ev.tid, tid, _int(a.stream) if a.stream is not None else tid)):
+        if raw is not None and (conv is None or conv != used):
+            extra[field] = raw
+    return extra
 
 
 def _streams(arr: pa.Array) -> pa.Array:
@@ -300,6 +339,13 @@ class _Chunk:
         return bytes(self.raws[i])
 
 
+#: A .gz input may inflate to at most this many times its size (beyond INFLATE_FLOOR bytes): real
+#: traces inflate 5-25x (the 179 MB capture: 9.6x); 2 MB of gzip holding 2 GiB of whitespace is a
+#: decompression bomb, refused before it takes the memory.
+INFLATE_RATIO = int(os.environ.get("TRACEKIT_MAX_INFLATE_RATIO", "200"))
+INFLATE_FLOOR = 64 * 2**20
+
+
 class _Blocks:
     """The file's (inflated) bytes in blocks, read ahead by a background thread."""
 
@@ -310,6 +356,7 @@ class _Blocks:
         self._q: queue.Queue = queue.Queue(maxsize=2)
         self._stop = threading.Event()
         self._block = block or BLOCK_BYTES
+        self.notes: dict[str, int] = {}  # repairs of the byte stream (BOM, UTF-16, gzip tail)
         self._t = threading.Thread(target=self._work, name="tracekit-read", daemon=True)
         self._t.start()
 
@@ -319,10 +366,36 @@ class _Blocks:
                 gz = raw.read(2) == b"\x1f\x8b"
                 raw.seek(0)
                 f = _gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+                inflated, dec = 0, None
                 while not self._stop.is_set():
-                    blk = f.read(self._block)
-                    self._put((blk, raw.tell()))
-                    if not blk:
+                    try:
+                        raw_blk = f.read(self._block)
+                    except (EOFError, OSError, zlib.error, _inflate_error):
+                        found = _gzip_trailing_garbage(self.path) if gz else None
+                        if found is None or len(found[0]) < inflated:
+                            raise
+                        members, junk = found
+                        self.notes["bytes after the end of the gzip data, ignored"] = junk
+                        raw_blk = members[inflated:]  # what the gzip reader had not handed out
+                        f = io.BytesIO(b"")  # then the end
+                    at_eof = not raw_blk
+                    first = inflated == 0
+                    inflated += len(raw_blk)
+                    if gz and inflated > INFLATE_FLOOR and inflated > INFLATE_RATIO * self.total:
+                        raise TraceError(self.path, f"the gzip data inflates to over {INFLATE_RATIO}x its "
+                                         f"size ({inflated:,} bytes from {self.total:,}): not a trace "
+                                         "(a decompression bomb?)", "set TRACEKIT_MAX_INFLATE_RATIO "
+                                         "higher if this really is your trace")
+                    if first and raw_blk:
+                        blk, dec = _sniff_encoding(raw_blk, self.notes)
+                    elif dec is not None:
+                        blk = dec(raw_blk, at_eof)
+                    else:
+                        blk = raw_blk
+                    if blk:
+                        self._put((blk, raw.tell()))
+                    if at_eof:
+                        self._put((b"", raw.tell()))
                         return
         except BaseException as e:  # handed to the reader
             self._put((e, 0))
@@ -339,6 +412,8 @@ class _Blocks:
         """The next block; b"" at the end.  Raises TraceError for corrupt gzip data."""
         item, pos = self._q.get()
         if isinstance(item, BaseException):
+            if isinstance(item, TraceError):
+                raise item
             if isinstance(item, (EOFError, OSError, zlib.error, _inflate_error)):
                 raise TraceError(self.path, f"truncated or corrupt gzip data ({item})",
                                  "re-copy or re-export the trace") from None
@@ -351,17 +426,131 @@ class _Blocks:
         self._t.join()
 
 
-def _read_bytes(path: Path) -> bytes:
+_SURROGATE = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _fix_surrogates(buf: bytes) -> tuple[bytes, int]:
+    """JSON text with every lone UTF-16 surrogate escape (``\\ud800`` not part of a pair: valid
+    JSON that no UTF-8 string can hold) replaced by ``\\ufffd``; and how many."""
+    n = 0
+
+    def sub(m):
+        nonlocal n
+        if m.group(3):
+            n += 1
+            return rb"\ufffd"
+        return m.group(0)
+
+    out = _SURROGATE.sub(sub, bytes(buf))
+    return out, n
+
+
+def _sniff_encoding(blk: bytes, notes: dict):
+    """The first block of the document: a UTF-8 byte order mark dropped; UTF-16 / UTF-32 (by their
+    BOM, or ASCII characters alternating with NULs) transcoded to UTF-8, block by block (returns the decoder
+    for the next blocks: f(block, final) -> bytes). Each noted in ``notes``."""
+    import codecs
+
+    if blk.startswith(codecs.BOM_UTF8):
+        notes["UTF-8 byte order mark removed"] = 1
+        return blk[3:], None
+    enc = None
+    for bom, e in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                   (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if blk.startswith(bom):
+            enc = e
+            break
+    head = blk[:4]
+    if enc is None and len(head) == 4 and head[1] == 0 and head[3] == 0 and head[0] and head[2]:
+        enc = "utf-16-le"  # ASCII text (whitespace, '{') as 2-byte units, no BOM
+    elif enc is None and len(head) == 4 and head[0] == 0 and head[2] == 0 and head[1] and head[3]:
+        enc = "utf-16-be"
+    if enc is None:
+        return blk, None
+    d = codecs.getincrementaldecoder(enc)(errors="replace")
+    notes[f"text encoded as {enc.upper()}, read as such (transcoded to UTF-8)"] = 1
+
+    def dec(b: bytes, final: bool) -> bytes:
+        return d.decode(b, final).encode("utf-8")
+
+    return dec(blk, False), dec
+
+
+def _gzip_trailing_garbage(path: Path) -> tuple[bytes, int] | None:
+    """When a .gz file is whole gzip members followed by bytes that are not gzip (a copy that
+    appended junk): (the members' inflated bytes, the number of junk bytes). None when the gzip
+    data itself is truncated or corrupt, or there is no junk."""
     with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
+        data = f.read()
+    out, pos, n = [], 0, 0
+    while pos < len(data) and data[pos:pos + 2] == b"\x1f\x8b":
+        d = zlib.decompressobj(31)
         try:
-            with _gzip.open(path, "rb") as f:
-                return f.read()
-        except (EOFError, OSError, zlib.error, _inflate_error) as e:
-            raise TraceError(path, f"truncated or corrupt gzip data ({e})",
-                             "re-copy or re-export the trace") from None
-    return path.read_bytes()
+            out.append(d.decompress(data[pos:]))
+        except zlib.error:
+            return None
+        if not d.eof:
+            return None  # truncated
+        pos = len(data) - len(d.unused_data)
+        n += 1
+    junk = len(data) - pos
+    return (b"".join(out), junk) if n and junk else None
+
+
+def _split_array(text: bytes) -> list | None:
+    """The top-level elements of a JSON array text as byte slices, found without recursion (for
+    an element nested deeper than the decoder allows); None when the text is not one array."""
+    i, n = 0, len(text)
+    while i < n and text[i] in b" \t\r\n":
+        i += 1
+    if i >= n or text[i] != ord("["):
+        return None
+    out, depth, start, in_str, esc = [], 0, None, False, False
+    for j in range(i + 1, n):
+        c = text[j]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == 0x5C:
+                esc = True
+            elif c == 0x22:
+                in_str = False
+            continue
+        if c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+        elif c in (0x5D, 0x7D):
+            if depth == 0:  # the array's end
+                if start is not None:
+                    out.append(msgspec.Raw(text[start:j].strip()))
+                return out
+            depth -= 1
+        elif c == 0x2C and depth == 0:
+            if start is not None:
+                out.append(msgspec.Raw(text[start:j].strip()))
+            start = None
+            continue
+        if start is None and c not in b" \t\r\n":
+            start = j
+    return None
+
+
+def _read_bytes(path: Path, notes: dict | None = None) -> bytes:
+    """The whole (inflated, UTF-8) document: `_Blocks`' reading, joined."""
+    src = _Blocks(path)
+    parts = []
+    try:
+        while True:
+            blk = src.next()
+            if not blk:
+                break
+            parts.append(blk)
+    finally:
+        src.close()
+    if notes is not None:
+        notes.update(src.notes)
+    return b"".join(parts)
 
 
 def _decode_top(path: Path, buf: bytes) -> tuple[dict, list, int]:
@@ -378,6 +567,11 @@ def _decode_top(path: Path, buf: bytes) -> tuple[dict, list, int]:
             fixed = buf.decode("utf-8", "replace")
             repairs = fixed.count("\ufffd")
             return _decode_top(path, fixed.encode())[0:2] + (repairs,)
+        if "escape" in msg or "surrogate" in msg:
+            fixed, n = _fix_surrogates(buf)
+            if n:
+                top, events, r = _decode_top(path, fixed)
+                return top, events, r + n
         if "truncated" in msg:
             raise TraceError(path, f"JSON is truncated (the file ends at byte {len(buf):,} inside the data)",
                              "the profiler did not finish writing it; re-export the trace") from None
@@ -477,6 +671,7 @@ class KinetoAdapter(Adapter):
         self.scan_counts = [0, 0]   # chunks read by the compiled scanner / not (the Python way)
         top = None
         src = _Blocks(path)
+        self._stream_notes = src.notes
         try:
             parts = yield from self._stream(path, src, b, progress)
             if parts is not None:
@@ -522,6 +717,8 @@ class KinetoAdapter(Adapter):
                 acc.skip("B (begin) event without a matching E (end) event")
         if self._utf8_repairs:
             meta.setdefault("tracekit_repairs", {})["invalid_utf8_in_events"] = self._utf8_repairs
+        if self._stream_notes:
+            meta.setdefault("tracekit_repairs", {}).update(self._stream_notes)
         yield from b.drain()
         self.source = self._source_info(path, meta)
 
@@ -617,7 +814,7 @@ class KinetoAdapter(Adapter):
 
     def _whole(self, path: Path, b, progress):
         """The whole document in memory, cut into chunks of its event slices."""
-        buf = _read_bytes(path)
+        buf = _read_bytes(path, self._stream_notes)
         top, raw_events, repairs = _decode_top(path, buf)
         del buf
         if repairs:
@@ -644,10 +841,13 @@ class KinetoAdapter(Adapter):
             self.scan_counts[1] += 1
         try:
             evs = _EVS.decode(text)
-        except msgspec.DecodeError:  # events of unusual shapes (or not JSON: a bad cut)
-            evs = None
-        if evs is not None and self._columnar(b, _Chunk(text, evs, raws)):
-            return True
+        except (msgspec.DecodeError, RecursionError):  # unusual shapes, nesting beyond the
+            evs = None                                   # decoder's depth, or a bad cut
+        try:
+            if evs is not None and self._columnar(b, _Chunk(text, evs, raws)):
+                return True
+        except RecursionError:  # an args object nested too deep: event by event below
+            pass
         # one by one (events are kept across chunks, B/E pairs: on a copy of the text, since
         # a streamed chunk is a view of a buffer that is reused)
         evs = None
@@ -662,11 +862,17 @@ class KinetoAdapter(Adapter):
         """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted)."""
         try:
             return _LIST.decode(text)
+        except RecursionError:  # an element nested beyond the decoder's depth
+            return _split_array(bytes(text))
         except msgspec.ValidationError:
             return None
         except msgspec.DecodeError as e:
             if "UTF-8" not in str(e):
-                return None
+                fixed, n = _fix_surrogates(bytes(text))
+                if not n:
+                    return None
+                self._chunk_repairs += n
+                return self._raw_slices(fixed)
         fixed = text.decode("utf-8", "replace")
         try:
             raws = _LIST.decode(fixed.encode())
@@ -675,13 +881,17 @@ class KinetoAdapter(Adapter):
         self._chunk_repairs += fixed.count("\ufffd")
         return raws
 
-    def _one_by_one(self, b, raws: list) -> None:
+    def _one_by_one(self, b, raws: list) -> None:  # noqa: C901
         for raw in raws:
-            ev, extra, raw = self._decode_event(raw)
-            if ev is None:
-                continue
-            self._event_id = self._route(b, ev, extra, raw, self._open_flows, self._begin_stack,
-                                         self._counted_pids, self._event_id)
+            try:
+                ev, extra, raw = self._decode_event(raw)
+                if ev is None:
+                    continue
+                self._event_id = self._route(b, ev, extra, raw, self._open_flows, self._begin_stack,
+                                             self._counted_pids, self._event_id)
+            except RecursionError:
+                self.accounting.skip("event nested deeper than the JSON decoder allows (~1000 levels)",
+                                     bytes(raw)[:300])
 
     # -- a chunk, from the compiled scanner's columns ------------------------------------------
     def _scanned(self, b, text, cols) -> bool:
@@ -829,6 +1039,14 @@ class KinetoAdapter(Adapter):
         names = c["name"].take(ci)
         enc = names.dictionary_encode()
         short = self._short_names(enc.dictionary.to_pylist())
+        extras: dict = {}
+        for field, raw, used in (("pid", c["pid"].take(ci), c["device"].take(ci)),
+                                 ("tid", c["tid"].take(ci), c["stream"].take(ci))):
+            differ = pc.fill_null(pc.not_equal(raw, used), False)
+            if pc.any(differ).as_py():
+                vals = raw.to_pylist()
+                for i in pc.indices_nonzero(differ).to_pylist():
+                    extras.setdefault(i, {})[field] = vals[i]
         b["kernels"].add_columns(len(ci), {
             "device_id": pc.coalesce(c["device"].take(ci), c["pid"].take(ci)),
             "context_id": c["context"].take(ci),
@@ -838,7 +1056,7 @@ class KinetoAdapter(Adapter):
             "correlation_id": c["correlation"].take(ci), "external_id": c["external_id"].take(ci),
             **{k: c[k].take(ci) for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
             "registers_per_thread": c["registers"].take(ci), "shared_bytes": c["shared"].take(ci),
-            "args": c["args"].take(ci)})
+            "args": _with_extras(c["args"].take(ci), extras)})
 
     def _scanned_api_calls(self, b, c, ci, t0, end, dur, kind) -> None:
         m = len(ci)
@@ -1032,6 +1250,14 @@ class KinetoAdapter(Adapter):
         args = self._args_many(sub)
         pidl = _ints([e.pid for e in sub])[1]
         tidl = _ints([e.tid for e in sub])[1]
+        extras: dict = {}
+        for field, raw, conv, used in (
+                ("pid", [e.pid for e in sub], pidl, [_int(a.device) if a.device is not None else p
+                                                     for a, p in zip(args, pidl)]),
+                ("tid", [e.tid for e in sub], tidl, [_int(a.stream) if a.stream is not None else t
+                                                     for a, t in zip(args, tidl)])):
+            for i in _lost_ids(raw, conv, used):
+                extras.setdefault(i, {})[field] = raw[i]
         none3 = (None, None, None)
         grid = [a.grid if a.grid and len(a.grid) == 3 else none3 for a in args]
         block = [a.block if a.block and len(a.block) == 3 else none3 for a in args]
@@ -1049,7 +1275,7 @@ class KinetoAdapter(Adapter):
             "block_x": [g[0] for g in block], "block_y": [g[1] for g in block],
             "block_z": [g[2] for g in block],
             "registers_per_thread": _ints([a.registers for a in args])[0],
-            "shared_bytes": _ints([a.shared for a in args])[0], "args": _args_texts(sub)})
+            "shared_bytes": _ints([a.shared for a in args])[0], "args": _with_extras(_args_texts(sub), extras)})
 
     def _api_calls(self, b, sub, t0, end, dur, kind) -> None:
         m = len(sub)
@@ -1059,13 +1285,19 @@ class KinetoAdapter(Adapter):
             api = [("hip_runtime" if nm and nm.startswith("hip") else kind) for nm in names]
         else:
             api = pa.repeat(pa.scalar(kind), m)
+        pid, pidl, _ = _ints([e.pid for e in sub])
+        tid, tidl, _ = _ints([e.tid for e in sub])
+        extras: dict = {}
+        for field, raw, conv in (("pid", [e.pid for e in sub], pidl), ("tid", [e.tid for e in sub], tidl)):
+            for i in _lost_ids(raw, conv):
+                extras.setdefault(i, {})[field] = raw[i]
         b["api_calls"].add_columns(m, {
-            "pid": _ints([e.pid for e in sub])[0], "tid": _ints([e.tid for e in sub])[0],
+            "pid": pid, "tid": tid,
             "start_ns": t0, "end_ns": end, "dur_ns": dur, "name": names, "raw_name": names,
             "api": api, "correlation_id": _ints([a.correlation for a in args])[0],
             "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_lc
                                   for a in args])[0],
-            "args": _args_texts(sub)})
+            "args": _with_extras(_args_texts(sub), extras)})
 
     def _flows(self, b, phs, cats, ids, pids, tids, tss) -> None:
         """Flow endpoints in input order (`_flow`'s rules), given column-wise: phase, cat, id
@@ -1143,6 +1375,10 @@ class KinetoAdapter(Adapter):
             pass
         except msgspec.DecodeError as e:
             if "UTF-8" not in str(e):
+                fixed, n = _fix_surrogates(bytes(raw))
+                if n:  # a lone surrogate escape: U+FFFD, counted like invalid UTF-8
+                    self._utf8_repairs += n
+                    return self._decode_event(msgspec.Raw(fixed))
                 self.accounting.skip("malformed JSON event", bytes(raw))
                 return None, None, raw
             text = bytes(raw).decode("utf-8", "replace")  # invalid bytes → U+FFFD, counted
@@ -1243,18 +1479,22 @@ class KinetoAdapter(Adapter):
             return self._event(b, ev, extra, ts, end, pid, tid, kind or cat or "unknown", event_id)
         args = self._args(ev, raw)
         if table == "kernels":
-            self._kernel(b, ev, args, ts, end, dur, pid, tid)
+            self._kernel(b, ev, args, ts, end, dur, pid, tid, extra)
         elif table == "memops":
-            self._memop(b, ev, args, kind, ts, end, dur, pid, tid)
+            self._memop(b, ev, args, kind, ts, end, dur, pid, tid, extra)
         elif table == "api_calls":
             api = kind
             if api == "cuda_runtime" and (ev.name or "").startswith("hip"):
                 api = "hip_runtime"
+            ex = dict(extra or {})
+            for field, raw, conv in (("pid", ev.pid, pid), ("tid", ev.tid, tid)):
+                if raw is not None and conv is None:
+                    ex[field] = raw
             b["api_calls"].add(
                 pid=pid, tid=tid, start_ns=ts, end_ns=end, dur_ns=dur, name=ev.name, raw_name=ev.name,
                 api=api, correlation_id=_int(args.correlation),
                 external_id=_int(args.external_id if args.external_id is not None else args.external_id_lc),
-                args=self._args_text(ev, extra))
+                args=self._args_text(ev, ex or None))
         elif table == "syncs":
             self._sync(b, ev, args, ts, end, dur, pid, tid, extra)
         return event_id
@@ -1296,20 +1536,22 @@ class KinetoAdapter(Adapter):
             return None
         return a.decode("utf-8", "replace")
 
-    def _kernel(self, b, ev, a: _Args, ts, end, dur, pid, tid):
+    def _kernel(self, b, ev, a: _Args, ts, end, dur, pid, tid, extra=None):
         g = a.grid if a.grid and len(a.grid) == 3 else (None, None, None)
         bl = a.block if a.block and len(a.block) == 3 else (None, None, None)
         name = ev.name
+        extra = {**(extra or {}), **_gpu_id_extras(ev, a, pid, tid)}
         b["kernels"].add(
             device_id=_int(a.device) if a.device is not None else pid,
             context_id=_int(a.context), stream_id=_stream(a.stream if a.stream is not None else tid),
             start_ns=ts, end_ns=end, dur_ns=dur, name=name, short_name=short_kernel_name(name),
             correlation_id=_int(a.correlation), external_id=_int(a.external_id),
             grid_x=g[0], grid_y=g[1], grid_z=g[2], block_x=bl[0], block_y=bl[1], block_z=bl[2],
-            registers_per_thread=_int(a.registers), shared_bytes=_int(a.shared), args=self._args_text(ev, None))
+            registers_per_thread=_int(a.registers), shared_bytes=_int(a.shared),
+            args=self._args_text(ev, extra or None))
 
-    def _memop(self, b, ev, a: _Args, kind, ts, end, dur, pid, tid):
-        name = ev.name or ""
+    def _memop(self, b, ev, a: _Args, kind, ts, end, dur, pid, tid, extra=None):
+        name = ev.name or ""  # for the patterns; the column keeps ev.name as given
         copy_kind = src = dst = None
         if kind == "memcpy":
             m = _MEMCPY.search(name)
@@ -1327,8 +1569,9 @@ class KinetoAdapter(Adapter):
             device_id=_int(a.device) if a.device is not None else pid,
             context_id=_int(a.context), stream_id=_stream(a.stream if a.stream is not None else tid),
             start_ns=ts, end_ns=end, dur_ns=dur, kind=kind, copy_kind=copy_kind, src_kind=src,
-            dst_kind=dst, bytes=_int(a.bytes), name=name, correlation_id=_int(a.correlation),
-            external_id=_int(a.external_id), args=self._args_text(ev, None))
+            dst_kind=dst, bytes=_int(a.bytes), name=ev.name, correlation_id=_int(a.correlation),
+            external_id=_int(a.external_id),
+            args=self._args_text(ev, {**(extra or {}), **_gpu_id_extras(ev, a, pid, tid)} or None))
 
     def _event(self, b, ev, extra, ts, end, pid, tid, category, event_id, instant=False) -> int:
         cat = category or (ev.cat or "").lower() or "unknown"
@@ -1411,7 +1654,7 @@ class KinetoAdapter(Adapter):
         elif ev.name == "thread_name":
             b["threads"].add(pid=pid, tid=tid, name=a.get("name"))
         else:  # sort indices and other display hints
-            self.accounting.skip(f"metadata event '{ev.name}' (display hint, not kept)")
+            self.accounting.skip(f"metadata event '{ev.name}' (display hint, not kept)", by_design=True)
 
     def _devices(self, b, props):
         if not isinstance(props, list):

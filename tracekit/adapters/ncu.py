@@ -415,6 +415,18 @@ class NcuAdapter(Adapter):
             return False
         return True
 
+    def _repeated(self, key, row) -> bool:
+        """A row the file already gave (a raw-page result ID met again; a details-page (ID,
+        section, body item, metric or rule) met again: two captures' tables pasted into one
+        file, or a copied row): counted as skipped, never merged into the first one."""
+        seen = self.__dict__.setdefault("_seen_keys", set())
+        if key in seen:
+            self.accounting.skip("row that repeats one the file already gave (same result ID and "
+                                 "metric: two ncu tables in one file?): not merged", ",".join(row))
+            return True
+        seen.add(key)
+        return False
+
     def _result(self, row, col, header) -> _Result:
         rid = int(row[0])
         r = self._results.get(rid)
@@ -460,6 +472,12 @@ class NcuAdapter(Adapter):
                 continue
             if len(row) < width:
                 row = row + [""] * (width - len(row))
+            if self._repeated((row[0], row[i_sec] if i_sec is not None else None,
+                               row[i_body] if i_body is not None else None, row[i_name],
+                               row[i_rule] if i_rule is not None else None,
+                               row[i_rdesc] if i_rdesc is not None else None), row):
+                row = nxt
+                continue
             r = self._result(row, col, header)
             name = row[i_name]
             rule = row[i_rule] if i_rule is not None else ""
@@ -520,6 +538,9 @@ class NcuAdapter(Adapter):
             if len(row) > width and any(row[width:]):  # values beyond the header: misaligned
                 self.accounting.skip(f"row with values beyond the header's {width} columns (the "
                                      "columns do not line up with the header)", ",".join(row))
+                row = nxt
+                continue
+            if self._repeated(int(row[0]), row):
                 row = nxt
                 continue
             r = self._result(row, col, header)
@@ -725,6 +746,13 @@ class NcuAdapter(Adapter):
         if stream is None and "stream_id" in f:
             stream = _int_or_none(f["stream_id"])
         name = ident.get("Kernel Name") or None
+        # an identity cell that does not parse keeps its text (an ncu_metrics row), never dropped
+        for col, got in (("Process ID", pid), ("Device", device), ("Context", ctx), ("Stream", stream),
+                         ("Grid Size", gx), ("Block Size", bx)):
+            raw = (ident.get(col) or "").strip()
+            if raw and got is None:
+                self._b["ncu_metrics"].add(id=r.id, section=None, name=col, unit=None, value=None,
+                                           raw_value=ident[col], raw_unit=None)
         if pid is not None or pname:
             self._processes.setdefault((pid, pname), None)
         if ident.get("Host Name"):

@@ -131,6 +131,9 @@ OSRT_CLASS = 27
 NVTX_RANGES = (59, 60, 70, 71)
 NVTX_MARK = 34
 NVTX_DOMAIN_CREATE = 75
+#: NVTX rows that name things rather than record them (domain / category / thread naming, domain
+#: destroy, CUDA resource naming): left out on purpose, nothing of the timeline is lost
+NVTX_BY_DESIGN = {33, 39, 75, 76, 97, 98, 99}
 NVTX_TYPE_LABELS = {33: "NvtxCategory", 34: "NvtxMark", 35: "NvtxPushRange", 36: "NvtxPopRange",
                     37: "NvtxStartRange", 38: "NvtxEndRange", 39: "NvtxThread",
                     59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 64: "NvtxtDomain",
@@ -509,9 +512,12 @@ class NsysAdapter(Adapter):
         if isinstance(v, pa.Array):  # from the columnar reader: int64 already (checked there)
             return v if v.type == pa.int64() else v.cast(pa.int64())
         try:
+            if any(type(x) is float for x in v):  # pyarrow would truncate 1.5 to 1, silently
+                raise TypeError("float in an integer column")
             return pa.array(v, pa.int64())
         except _INT:  # a value of another type (user-edited file): NULL it, count it
-            fixed = [x if isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63 else None
+            fixed = [x if isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
+                     else int(x) if type(x) is float and x.is_integer() and -2**63 <= x < 2**63 else None
                      for x in v]
             bad = sum(1 for x, y in zip(v, fixed) if x is not None and y is None)
             key = f"{table}.{name}: non-integer values read as NULL"
@@ -878,7 +884,8 @@ class NsysAdapter(Adapter):
             if not pc.all(kept).as_py():
                 for i in (i for i, v in enumerate(kept.to_pylist()) if not v):
                     x = c["eventType"][i]
-                    self.accounting.skip(_nvtx_skip_reason(x), dict(zip(wanted, rows[i])))
+                    self.accounting.skip(_nvtx_skip_reason(x), dict(zip(wanted, rows[i])),
+                                         by_design=x in NVTX_BY_DESIGN)
             self._tick(n)
 
     def _select_nvtx(self, table, wanted, args_skip, extra):
@@ -914,7 +921,8 @@ class NsysAdapter(Adapter):
                     x = c["eventClass"][i]
                     self.accounting.skip(
                         f"{t}: eventClass {x} ({EVENT_CLASS_LABELS.get(x, 'unknown class')}) row, a "
-                        "zero-length tracing marker, not an OS runtime call", dict(zip(wanted, rows[i])))
+                        "zero-length tracing marker, not an OS runtime call", dict(zip(wanted, rows[i])),
+                        by_design=True)
             self._tick(n)
 
     def _overhead(self, t: str):
@@ -1053,7 +1061,8 @@ class NsysAdapter(Adapter):
             name = self.strings.get(r["nameId"]) if _is_int64(r["nameId"]) else None
             thread_names.setdefault((pid, tid), name)
             if pid not in active:
-                self.accounting.skip("ThreadNames: thread of a process without converted activity", r)
+                self.accounting.skip("ThreadNames: thread of a process without converted activity", r,
+                                     by_design=True)
             elif (pid, tid) in seen_threads:
                 self.accounting.skip("ThreadNames: second name row for the same thread (first kept)", r)
             else:
@@ -1066,7 +1075,7 @@ class NsysAdapter(Adapter):
                 pid = (r["globalPid"] >> 24) & 0xFFFFFF
             if pid not in active:
                 self.accounting.skip("PROCESSES: host process without converted activity "
-                                     "(nsys lists every process of the host)", r)
+                                     "(nsys lists every process of the host)", r, by_design=True)
             elif pid in seen:
                 self.accounting.skip("PROCESSES: second row for the same pid (first kept)", r)
             else:

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import shlex
+
+from ..names import printable
 from .model import SEVERITIES, Diagnosis, Finding, fmt_ns, fmt_pct
 
 # --------------------------------------------------------------------------------------------
 # text and markdown
+
+
+def command(query: str) -> str:
+    """The shell command that runs an evidence query, safe to paste into a POSIX shell: in double
+    quotes when nothing in it is special there (the usual case: SQL's own quotes are single),
+    else single-quoted (shlex), so a name inside it (backticks, $(...), quotes) never runs."""
+    if not any(c in query for c in '"`$\\!'):
+        return f'tracekit sql "{query}"'
+    return f"tracekit sql {shlex.quote(query)}"
 
 
 def cell(v) -> str:
@@ -84,14 +96,14 @@ def to_text(d: Diagnosis, evidence: int = 5) -> str:
             if evidence:
                 for e in f.evidence:
                     more = f", {e.total_rows} rows" if e.total_rows > min(evidence, len(e.rows)) else ""
-                    out.append(f"          evidence ({e.view}{more}): tracekit sql \"{e.query}\"")
+                    out.append(f"          evidence ({e.view}{more}): {command(e.query)}")
                     for line in table(e.columns, e.rows[:evidence], 28):
                         out.append("            " + line)
     if not d.findings:
         out += ["", "no findings"]
     n = {s: sum(1 for f in d.findings if f.severity == s) for s in SEVERITIES}
     out += ["", "findings: " + ", ".join(f"{n[s]} {s}" for s in SEVERITIES)]
-    return "\n".join(out) + "\n"
+    return "\n".join(printable(line, keep_newlines=True) for line in out) + "\n"
 
 
 def _md_escape(s: str) -> str:
@@ -128,5 +140,5 @@ def to_markdown(d: Diagnosis, evidence: int = 10) -> str:
                         out.append("| " + " | ".join(_md_escape(cell(v)) for v in r) + " |")
                     out.append("")
     out += ["", "Thresholds: " + ", ".join(f"`{k}={v:g}`" for k, v in d.thresholds.items()), ""]
-    return "\n".join(out)
+    return "\n".join(printable(line, keep_newlines=True) for line in out)
 

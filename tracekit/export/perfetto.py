@@ -381,9 +381,17 @@ class Sink:
     the main thread: zlib releases the GIL).  The queue is bounded, so memory is too."""
 
     def __init__(self, path: Path, gz: bool, level: int):
+        from ..store import os_error_line
+
         self.path = path
         self.tmp = path.with_name(path.name + ".tmp")
-        self.f = open(self.tmp, "wb")
+        if path.exists() and not path.is_file():
+            raise ExportError(f"{path}: not a regular file (the export is written beside it and "
+                              "moved into place); give -o a file path")
+        try:
+            self.f = open(self.tmp, "wb")
+        except OSError as e:
+            raise ExportError(os_error_line(e)) from None
         self.out = gzip.GzipFile(fileobj=self.f, mode="wb", compresslevel=level, mtime=0) if gz else self.f
         self.q: queue.Queue = queue.Queue(maxsize=16)
         self.err: BaseException | None = None
@@ -409,15 +417,24 @@ class Sink:
     def close(self, ok: bool = True) -> int:
         self.q.put(None)
         self.t.join()
-        if self.out is not self.f:
-            self.out.close()
-        self.f.close()
+        try:
+            if self.out is not self.f:
+                self.out.close()
+            self.f.close()
+        except OSError as e:  # the last bytes did not fit (full disk)
+            self.err = self.err or e
         if not ok or self.err is not None:
             self.tmp.unlink(missing_ok=True)
             if self.err is not None:
                 raise ExportError(f"{self.path}: write failed ({self.err})")
             return 0
-        os.replace(self.tmp, self.path)
+        try:
+            os.replace(self.tmp, self.path)
+        except OSError as e:
+            self.tmp.unlink(missing_ok=True)
+            from ..store import os_error_line
+
+            raise ExportError(os_error_line(e, self.path)) from None
         return self.path.stat().st_size
 
 
@@ -1370,12 +1387,15 @@ def export_perfetto(store, out: str | os.PathLike, options: ExportOptions | None
     t = time.perf_counter()
     result = ExportResult(path=str(path), format=fmt)
     con = st.con
-    progress = con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
-    con.execute("SET enable_progress_bar = false")  # DuckDB would draw on stdout
+    progress, locked = con.execute(
+        "SELECT current_setting('enable_progress_bar'), current_setting('lock_configuration')").fetchall()[0]
+    if not locked:  # a sandboxed store has it off already (store.SANDBOX)
+        con.execute("SET enable_progress_bar = false")  # DuckDB would draw on stdout
     try:
         _Exporter(con, opts, result).run(path, fmt)
     finally:
-        con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
+        if not locked:
+            con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
         if own:
             st.close()
     result.seconds = time.perf_counter() - t
