@@ -429,6 +429,10 @@ def ncu_variant(rng: random.Random, rows: list, base_skipped: int, work: Path) -
                     pass
             if g and g[0][0] == want:
                 return "stored", what
+        if name == "CC":  # the first result's CC is its device's compute capability
+            g = con.execute("SELECT compute_capability FROM devices").fetchall()
+            if any(x[0] == v.strip() for x in g):
+                return "stored", what
         if repairs:
             return "repaired", what
         return "LOST", what + f" -> {got[:1]}"

@@ -342,7 +342,7 @@ class _Chunk:
 #: A .gz input may inflate to at most this many times its size (beyond INFLATE_FLOOR bytes): real
 #: traces inflate 5-25x (the 179 MB capture: 9.6x); 2 MB of gzip holding 2 GiB of whitespace is a
 #: decompression bomb, refused before it takes the memory.
-INFLATE_RATIO = int(os.environ.get("TRACEKIT_MAX_INFLATE_RATIO", "200"))
+INFLATE_RATIO = int(os.environ.get("TRACEKIT_MAX_INFLATE_RATIO", "100"))
 INFLATE_FLOOR = 64 * 2**20
 
 

@@ -140,6 +140,18 @@ def _int_or_none(v) -> int | None:
         return None
 
 
+def _int_cell(v) -> int | None:
+    """An identity cell as an integer only when it is one ('7', '7.0'): '17333.549' is not a
+    device, and rounding it would change the value silently (the text is kept instead)."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return int(f) if f.is_integer() and abs(f) < 2**63 else None
+
+
 _DIM3 = re.compile(r"^\s*\(?\s*(\d[\d,]*)\s*,\s*(\d[\d,]*)\s*,\s*(\d[\d,]*)\s*\)?\s*$")
 
 
@@ -734,25 +746,31 @@ class NcuAdapter(Adapter):
         for k, v in geo.items():
             if v is None and k in f:
                 geo[k] = _int_or_none(f[k])
-        pid = _int_or_none(ident.get("Process ID")) if ident.get("Process ID", "").strip() else None
+        pid = _int_cell(ident.get("Process ID")) if ident.get("Process ID", "").strip() else None
         pname = ident.get("Process Name") or None
-        device = _int_or_none(ident.get("Device")) if ident.get("Device", "").strip() else None
+        device = _int_cell(ident.get("Device")) if ident.get("Device", "").strip() else None
         if device is None and "device_id" in f:
             device = _int_or_none(f["device_id"])
-        ctx = _int_or_none(ident.get("Context")) if ident.get("Context", "").strip() else None
-        stream = _int_or_none(ident.get("Stream")) if ident.get("Stream", "").strip() else None
+        ctx = _int_cell(ident.get("Context")) if ident.get("Context", "").strip() else None
+        stream = _int_cell(ident.get("Stream")) if ident.get("Stream", "").strip() else None
         if ctx is None and "context_id" in f:
             ctx = _int_or_none(f["context_id"])
         if stream is None and "stream_id" in f:
             stream = _int_or_none(f["stream_id"])
         name = ident.get("Kernel Name") or None
-        # an identity cell that does not parse keeps its text (an ncu_metrics row), never dropped
-        for col, got in (("Process ID", pid), ("Device", device), ("Context", ctx), ("Stream", stream),
-                         ("Grid Size", gx), ("Block Size", bx)):
+        # an identity cell that does not parse keeps its text (an ncu_metrics row), never dropped;
+        # so does a CC its device does not carry (the devices row keeps the first one)
+        cell_ints = {c: _int_cell(ident.get(c)) if (ident.get(c) or "").strip() else None
+                     for c in ("Process ID", "Device", "Context", "Stream")}
+        for col, got in (*cell_ints.items(), ("Grid Size", gx), ("Block Size", bx)):
             raw = (ident.get(col) or "").strip()
             if raw and got is None:
                 self._b["ncu_metrics"].add(id=r.id, section=None, name=col, unit=None, value=None,
                                            raw_value=ident[col], raw_unit=None)
+        cc = (ident.get("CC") or "").strip()
+        if cc and device is not None and (self._devices.get(device) or {}).get("compute_capability") not in (None, cc):
+            self._b["ncu_metrics"].add(id=r.id, section=None, name="CC", unit=None, value=None,
+                                       raw_value=ident["CC"], raw_unit=None)
         if pid is not None or pname:
             self._processes.setdefault((pid, pname), None)
         if ident.get("Host Name"):
