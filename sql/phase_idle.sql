@@ -24,11 +24,9 @@
 -- the same merge of the ops), so busy_ns = (span inside that window) - (the five causes). The op
 -- counts are summed per launch call first, then per device (the phase carried as a number, its
 -- rank in (source, phase, category) order, and put back last); a gap is counted once by leaving
--- out its overlaps with a span interval after the first. The rows of phase_instances and
--- phase_ops are computed here with those views' rules (duplicated for speed: phase_instances
--- matches the launches to ranges again, phase_ops also looks up kernel short names; the window
--- ends come from the matched ops, so launches are matched to ranges once; tests/test_views.py
--- guards both).
+-- out its overlaps with a span interval after the first. Ops are paired with instances once, by
+-- the rule of phase_ops and phase_instances (`tk_phase_launches`, sql/lib/phases.sql), and that
+-- pairing gives both the instance windows and the op counts.
 --
 -- Uses: gpu_activity, gpu_launches, idle_gaps
 --
@@ -59,30 +57,13 @@
 --   launch_calls     BIGINT   distinct launch calls
 --   graph_launches   BIGINT   launch calls that started more than one op, or graph launches
 CREATE OR REPLACE VIEW phase_idle AS
-WITH ib AS (  -- the instances by length class, as in phase_ops
-    SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, i.pid, i.tid, i.start_ns, i.end_ns,
-           i.lvl, (i.start_ns >> i.lvl) + b.d AS bucket
-    FROM (SELECT *, dense_rank() OVER (ORDER BY source_id, phase, category) AS pk  -- phase as a number
-          FROM (SELECT source_id, tk_phase(name) AS phase, category, event_id,
-                       pid, tid, start_ns, end_ns,
-                       floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl
-          FROM events
-          WHERE tk_is_phase_range(category, is_instant, name)
-            AND pid IS NOT NULL)) i
-    CROSS JOIN (VALUES (0), (1)) b(d)
-),
-po_all AS MATERIALIZED (  -- the rows of phase_ops (its rule, without the kernel short names)
-    SELECT i.source_id, i.phase, i.category, i.pk, i.event_id, l.device_id, l.kind, l.end_ns, l.dur_ns,
-           l.dur_ns < l.api_dur_ns AS shorter_than_launch, l.pid, l.tid, l.correlation_id,
-           l.ops_in_launch > 1 OR tk_is_graph_launch(l.api_name) AS graph_launch
-    FROM ib i
-    JOIN (SELECT l.*, v.lvl, l.api_start_ns >> v.lvl AS bucket
-          FROM gpu_launches l
-          JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM ib) v
-            ON v.source_id = l.source_id AND v.pid = l.pid AND v.tid = l.tid) l
-      ON l.source_id = i.source_id AND l.pid = i.pid AND l.tid = i.tid AND l.lvl = i.lvl
-     AND l.bucket = i.bucket
-    WHERE l.api_start_ns >= i.start_ns AND l.api_start_ns < i.end_ns
+WITH l AS (SELECT * FROM gpu_launches),
+po_all AS MATERIALIZED (  -- the rows of phase_ops (its rule, tk_phase_launches), the phase as a number
+    SELECT source_id, phase, category,
+           dense_rank() OVER (ORDER BY source_id, phase, category) AS pk, event_id, device_id, kind,
+           end_ns, dur_ns, dur_ns < api_dur_ns AS shorter_than_launch, pid, tid, correlation_id,
+           ops_in_launch > 1 OR tk_is_graph_launch(api_name) AS graph_launch
+    FROM tk_phase_launches('l')
 ),
 po AS (SELECT * FROM po_all WHERE device_id IS NOT NULL),
 -- the rows of phase_instances (its rule; window_end_ns from the ops of phase_ops, which match
@@ -209,7 +190,7 @@ ops AS (
                  coalesce(sum(memcpy_ns), 0)::BIGINT AS memcpy_ns, sum(short_kernels)::BIGINT AS short_kernels,
                  count(*) AS launch_calls, count(*) FILTER (WHERE graph_launch) AS graph_launches
           FROM launch_ops GROUP BY ALL) o
-    JOIN (SELECT DISTINCT source_id, pk, phase, category FROM ib) k
+    JOIN (SELECT DISTINCT source_id, pk, phase, category FROM po_all) k
       ON k.source_id = o.source_id AND k.pk = o.pk
 )
 SELECT s.source_id, s.phase, s.category, s.device_id, n.instances, n.wall_ns, s.span_ns,

@@ -9,8 +9,8 @@
 --            the GPU work of a range may finish after the CPU left it
 -- Instances of one phase may overlap in their windows (work queued ahead of the GPU, e.g. CUDA
 -- graph replays); `phase_idle` takes the union.
--- Method (no effect on the result): launches are matched to ranges through buckets of the range
--- start per length class, so the cost grows with launches + ranges, not with their product.
+-- The GPU work is paired with the ranges by the one rule of sql/lib/phases.sql
+-- (`tk_phase_launches`).
 --
 -- Uses: gpu_launches
 --
@@ -30,32 +30,16 @@
 --   window_end_ns  BIGINT   greatest(end_ns, gpu_end_ns)
 --   window_ns      BIGINT   window_end_ns - start_ns
 CREATE OR REPLACE VIEW phase_instances AS
-WITH r AS (
+WITH l AS (SELECT * FROM gpu_launches),
+r AS (
     SELECT source_id, event_id, name, pid, tid, start_ns, end_ns, dur_ns, category,
            tk_phase(name) AS phase
     FROM events
     WHERE tk_is_phase_range(category, is_instant, name) AND pid IS NOT NULL
 ),
--- ranges by length class: level = floor(log2(length)) + 1 (2^level > length), so a launch inside
--- a range has (launch start >> level) = (range start >> level) or that + 1: an equi-join per
--- level on the thread instead of testing every launch against every range of the thread
-rb AS (
-    SELECT r.source_id, r.event_id, r.pid, r.tid, r.start_ns, r.end_ns, r.lvl,
-           (r.start_ns >> r.lvl) + b.d AS bucket
-    FROM (SELECT *, floor(log2(greatest(end_ns - start_ns, 1)))::INTEGER + 1 AS lvl FROM r) r
-    CROSS JOIN (VALUES (0), (1)) b(d)
-),
 ops AS (
-    SELECT r.source_id, r.event_id, count(*) AS gpu_ops, max(l.end_ns) AS gpu_end_ns
-    FROM (SELECT l.source_id, l.pid, l.tid, l.api_start_ns, l.end_ns, v.lvl,
-                 l.api_start_ns >> v.lvl AS bucket
-          FROM gpu_launches l
-          JOIN (SELECT DISTINCT source_id, pid, tid, lvl FROM rb) v
-            ON v.source_id = l.source_id AND v.pid = l.pid AND v.tid = l.tid) l
-    JOIN rb r
-      ON r.source_id = l.source_id AND r.pid = l.pid AND r.tid = l.tid AND r.lvl = l.lvl
-     AND r.bucket = l.bucket
-    WHERE l.api_start_ns >= r.start_ns AND l.api_start_ns < r.end_ns
+    SELECT source_id, event_id, count(*) AS gpu_ops, max(end_ns) AS gpu_end_ns
+    FROM tk_phase_launches('l')
     GROUP BY ALL
 )
 SELECT r.source_id, r.phase, r.category, r.event_id, r.name, r.pid, r.tid, r.start_ns, r.end_ns,

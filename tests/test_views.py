@@ -111,11 +111,10 @@ def test_idle_gaps_rows_come_in_their_documented_order(convert, threads):
     assert all(r[5] for r in rows)
 
 
-def test_rules_inlined_for_speed_agree_with_their_views(convert):
-    """phase_ops selects its instances with the rule of phase_instances, written again inline
-    (for speed): they must agree.  Per instance, phase_ops has as many ops as phase_instances
-    counts. (idle_gaps and host_syncs share one rule for synchronizing calls, tk_sync_calls() of
-    sql/lib/host_calls.sql: no copy to compare.)"""
+def test_phase_views_add_up(convert):
+    """The phase views pair ops with instances by one rule (tk_phase_launches): per instance,
+    phase_ops has as many ops as phase_instances counts, and phase_idle's instances, wall time,
+    span (the union of the windows) and op counts add up from them."""
     st = convert(FIXTURES / "kineto" / "decode_b1.json.gz", FIXTURES / "nsys" / "decode_b1.sqlite",
                  FIXTURES / "kineto" / "graphs.json.gz")
     ops = dict(st.rows("select event_id * 10 + source_id, count(*) from phase_ops group by all"))
