@@ -160,8 +160,10 @@ def test_ncu_agrees_in_class(stores):
 
 def test_peaks_and_override(stores):
     st = stores("roof_b1.json.gz")
-    dev, pf, pb = st.one("SELECT device, peak_flops_per_s, peak_bytes_per_s FROM roofline WHERE model = 'matmul' LIMIT 1")
-    assert dev == "NVIDIA H200 SXM" and pf == 989.4e12 and pb == 4.8e12
+    peaks = st.rows("SELECT DISTINCT device, dtype, peak_flops_per_s, peak_bytes_per_s FROM roofline"
+                    " WHERE model = 'matmul' ORDER BY dtype")
+    # the 145 GEMMs are bf16; the 5 rotary-embedding outer products (inv_freq x positions, sgemm) fp32
+    assert peaks == [("NVIDIA H200 SXM", "bf16", 989.4e12, 4.8e12), ("NVIDIA H200 SXM", "fp32", 66.9e12, 4.8e12)]
     st.con.execute("SET VARIABLE peak_tbps = 2.4")
     try:
         pct2 = st.one("SELECT pct_peak_bytes FROM phase_roofline WHERE phase = 'decode_step'")

@@ -39,7 +39,13 @@
 --   Long, Int, Byte, Bool, Float8_e4m3fn, ...), torch.profiler's "Input type" (c10::BFloat16,
 --   float, long int, unsigned char, c10::complex<float>, ...) or an NCCL kernel name (f32, bf16,
 --   f16, f64, i64, i32, u8, i8, f8e4m3, float, int8_t, half, double, ...) writes it; NULL when
---   unknown (Scalar, ScalarList, TensorList, ''). (_tk_dtype_bytes(t): the same on the lower-cased
+--   unknown (Scalar, ScalarList, TensorList, '').
+--
+-- tk_dtype_class(dtype) -> VARCHAR
+--   the class of the peak table (lib/peaks) that a dtype spelled as above belongs to: 'fp8',
+--   'bf16', 'fp16', 'fp32' (tf32 too), 'fp64', 'int8'; NULL for the others (other integers,
+--   bool, complex) and for unknown ones.
+--   (Both read one table of spellings, _tk_dtype(t) -> STRUCT(class, bytes), on the lower-cased
 --   name without 'c10::'.)
 --
 -- tk_is_comm_kernel(name) -> BOOLEAN
@@ -77,15 +83,23 @@ CREATE OR REPLACE MACRO tk_collective_op(name) AS
       WHEN regexp_matches(lower(name), '^_?barrier') THEN 'barrier'
     END;
 
-CREATE OR REPLACE MACRO _tk_dtype_bytes(t) AS
+CREATE OR REPLACE MACRO _tk_dtype(t) AS
     CASE
       WHEN t IS NULL THEN NULL
-      WHEN regexp_matches(t, '^(float|f32|fp32|tf32|float32|int|i32|int32|uint32|u32|int32_t|uint32_t|unsigned int)$') THEN 4
-      WHEN regexp_matches(t, '^(bfloat16|bf16|half|f16|fp16|float16|short|short int|int16|i16)$') THEN 2
-      WHEN regexp_matches(t, '^(double|f64|fp64|float64|long|long int|long long|i64|int64|u64|uint64|int64_t|uint64_t|complex<float>)$') THEN 8
-      WHEN regexp_matches(t, '^(byte|char|bool|u8|i8|int8|uint8|int8_t|uint8_t|unsigned char|signed char|f8.*|fp8.*|float8.*)$') THEN 1
-      WHEN t = 'complex<double>' THEN 16
-      WHEN t = 'complex<half>' THEN 4
+      WHEN regexp_matches(t, '^(float|f32|fp32|tf32|float32)$') THEN {'class': 'fp32', 'bytes': 4}
+      WHEN regexp_matches(t, '^(int|i32|int32|uint32|u32|int32_t|uint32_t|unsigned int)$') THEN {'class': NULL, 'bytes': 4}
+      WHEN regexp_matches(t, '^(bfloat16|bf16|__nv_bfloat16)$') THEN {'class': 'bf16', 'bytes': 2}
+      WHEN regexp_matches(t, '^(half|f16|fp16|float16|__half)$') THEN {'class': 'fp16', 'bytes': 2}
+      WHEN regexp_matches(t, '^(short|short int|int16|i16)$') THEN {'class': NULL, 'bytes': 2}
+      WHEN regexp_matches(t, '^(double|f64|fp64|float64)$') THEN {'class': 'fp64', 'bytes': 8}
+      WHEN regexp_matches(t, '^(long|long int|long long|i64|int64|u64|uint64|int64_t|uint64_t|complex<float>)$') THEN {'class': NULL, 'bytes': 8}
+      WHEN regexp_matches(t, '^(f8.*|fp8.*|float8.*)$') THEN {'class': 'fp8', 'bytes': 1}
+      WHEN regexp_matches(t, '^(char|i8|s8|int8|int8_t|signed char)$') THEN {'class': 'int8', 'bytes': 1}
+      WHEN regexp_matches(t, '^(byte|bool|u8|uint8|uint8_t|unsigned char)$') THEN {'class': NULL, 'bytes': 1}
+      WHEN t = 'complex<double>' THEN {'class': NULL, 'bytes': 16}
+      WHEN t = 'complex<half>' THEN {'class': NULL, 'bytes': 4}
     END;
 
-CREATE OR REPLACE MACRO tk_dtype_bytes(dtype) AS _tk_dtype_bytes(replace(lower(dtype), 'c10::', ''));
+CREATE OR REPLACE MACRO tk_dtype_bytes(dtype) AS _tk_dtype(replace(lower(dtype), 'c10::', '')).bytes;
+
+CREATE OR REPLACE MACRO tk_dtype_class(dtype) AS _tk_dtype(replace(lower(dtype), 'c10::', '')).class;

@@ -86,10 +86,6 @@
 --   (the narrowest one named wins: 'splitKreduce_kernel<..., float, __nv_bfloat16>' is bf16);
 --   NULL when it names none (cuBLAS's nvjet_* names carry no dtype).
 --
--- tk_dtype_class(dtype) -> VARCHAR
---   torch's / a kernel's spelling of a dtype as the class the peak table has: 'fp8', 'bf16',
---   'fp16', 'fp32', 'fp64', 'int8' (NULL when none of them).
---
 -- Private helpers of the formulas above (not for views):
 --   _tk_prod(l) product of a size list (1 for []); _tk_batch_dims(a) the sizes before the last
 --   two; _tk_bcast_at(x, n, i) size i of x right-aligned to n dims (1 where x has none);
@@ -249,17 +245,6 @@ CREATE OR REPLACE MACRO tk_op_assumptions(op, types, concrete) AS
     nullif(concat_ws('; ',
         CASE WHEN types IS NULL THEN 'dtype not recorded' END,
         CASE WHEN tk_op_class(op) = 'attention' AND concrete IS NULL THEN 'causal unknown: counted full' END), '');
-
-CREATE OR REPLACE MACRO tk_dtype_class(dtype) AS
-    CASE
-      WHEN dtype IS NULL THEN NULL
-      WHEN regexp_matches(lower(dtype), 'float8|f8|e4m3|e5m2|fp8') THEN 'fp8'
-      WHEN regexp_matches(lower(dtype), 'bfloat16|bf16') THEN 'bf16'
-      WHEN regexp_matches(lower(dtype), '^(c10::)?half$|float16|^f16$|fp16|__half') THEN 'fp16'
-      WHEN regexp_matches(lower(dtype), '^(float|f32|float32|fp32|tf32)$') THEN 'fp32'
-      WHEN regexp_matches(lower(dtype), '^(double|f64|float64|fp64)$') THEN 'fp64'
-      WHEN regexp_matches(lower(dtype), '^(signed char|int8|i8|s8|char)$') THEN 'int8'
-    END;
 
 CREATE OR REPLACE MACRO tk_kernel_dtype(name) AS
     CASE
