@@ -20,6 +20,13 @@ peak RSS as the kernel's ru_maxrss, which is why inputs are built in a child pro
             two queries once.
   nsys      fixtures/nsys/decode_b1.sqlite replicated to --nsys-kernels kernel rows: tracekit
             convert + `hotspots` + `api_summary`.
+  nsysai    fixtures/nsys/decode_b1.sqlite replicated to --nsysai-kernels kernel rows: tracekit
+            convert + `hotspots` + `idle_gaps` against nsys-ai (`--nsysai`, an nsys-ai
+            executable of its own virtual environment: `skill run top_kernels` and `skill run
+            gpu_idle_gaps`, two processes: walls and CPU summed, RSS the larger), the same
+            questions of the same export. Offline, nsys-ai cannot fetch DuckDB's sqlite_scanner
+            extension and falls back to Python's sqlite3 (it says so on stderr) after failed
+            download attempts: its wall time includes that wait, so compare CPU time too.
   views     every view on the `kineto` store: warm median of 5 (SELECT * into Arrow).
   startup   `tracekit --version` and `tracekit views`.
   ranks     64 ranks made from the real 2-rank DDP capture (bench/ranks.py): `tracekit convert`
@@ -149,7 +156,11 @@ def main() -> int:
     ap.add_argument("--hta-repeat", type=int, default=None, help="runs of HTA (default: --repeat)")
     ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python",
                     help="interpreter of a virtual environment with HTA (traceinsight) installed")
-    ap.add_argument("--only", nargs="*", choices=["kineto", "kineto10", "nsys", "views", "startup", "ranks"])
+    ap.add_argument("--nsysai-kernels", type=int, default=1_000_000)
+    ap.add_argument("--nsysai", default="/tmp/nsysai/bin/nsys-ai",
+                    help="the nsys-ai executable of a virtual environment with nsys-ai installed")
+    ap.add_argument("--only", nargs="*",
+                    choices=["kineto", "kineto10", "nsys", "nsysai", "views", "startup", "ranks"])
     a = ap.parse_args()
     py = sys.executable
     only = set(a.only or ["kineto", "kineto10", "nsys", "views", "startup"])
@@ -184,6 +195,11 @@ def main() -> int:
     if "nsys" in only and not nsys_db.exists():
         print(f"building {nsys_db} ...", flush=True)
         build_input(py, "nsys", REPO / "fixtures" / "nsys" / "decode_b1.sqlite", nsys_db, a.nsys_kernels)
+
+    nsysai_db = work / f"nsys_decode_b1_{a.nsysai_kernels // 1000}k_v{inputs.VERSION}.sqlite"
+    if "nsysai" in only and not nsysai_db.exists():
+        print(f"building {nsysai_db} ...", flush=True)
+        build_input(py, "nsys", REPO / "fixtures" / "nsys" / "decode_b1.sqlite", nsysai_db, a.nsysai_kernels)
 
     # -- kineto ------------------------------------------------------------------------------
     db = work / "kineto.duckdb"
@@ -230,6 +246,27 @@ def main() -> int:
         rep.add(f"nsys {a.nsys_kernels / 1e6:g}M kernels", "tracekit API: convert+hotspots+api_summary",
                 ns, None, "<= 15 s (convert + hotspots)",
                 ns["info"]["convert_s"] + ns["info"][f"query {Q_HOT}"][0] <= 15)
+
+    # -- nsys-ai, same export, same questions ------------------------------------------------
+    if "nsysai" in only:
+        case = f"nsys {a.nsysai_kernels / 1e6:g}M kernels"
+        ai = None
+        if Path(a.nsysai).exists():
+            def nsys_ai():
+                parts = [measure([a.nsysai, "skill", "run", skill, str(nsysai_db), "--no-cache"])
+                         for skill in ("top_kernels", "gpu_idle_gaps")]
+                return {"wall": sum(p["wall"] for p in parts), "cpu": sum(p["cpu"] for p in parts),
+                        "rss_mb": max(p["rss_mb"] for p in parts), "info": {}}
+            ai = repeat(nsys_ai, a.repeat)
+            rep.add(case, "nsys-ai top_kernels+gpu_idle_gaps (sqlite3 fallback)", ai)
+        else:
+            print(f"nsys-ai: not run ({a.nsysai} not found; see bench/README.md to install it)")
+        tk = repeat([py, JOB, "tracekit", str(nsysai_db), str(work / "nsysai.duckdb"), Q_HOT, Q_IDLE], a.repeat)
+        rep.add(case, "tracekit API: convert+hotspots+idle_gaps", tk)
+        if ai:
+            print(f"  tracekit vs nsys-ai: {ai['wall'] / tk['wall']:.1f}x the wall, "
+                  f"{ai['cpu'] / tk['cpu']:.1f}x the CPU, {tk['rss_mb'] / ai['rss_mb']:.2f}x the peak RSS",
+                  flush=True)
 
     # -- warm views --------------------------------------------------------------------------
     if "views" in only:
