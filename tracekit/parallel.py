@@ -8,12 +8,13 @@ while the workers go on: for every table of tracekit/schema.py, ``INSERT INTO ma
 ... (source_id + <first new id>) ... FROM part.<t>`` from the worker stores attached read-only
 (several waiting stores in one ``UNION ALL``).  Source ids are given at merge time, the way the
 one-process path gives them (the next id of the store; a failed input takes none), so the store
-has the same source ids, the same rows in the same order, as the conversion of the same inputs
-with ``jobs=1`` (``bench/samestore.py`` and tests/test_parallel.py check it).
+has the same source ids and the same rows as the conversion of the same inputs with ``jobs=1``
+(``bench/samestore.py`` and tests/test_parallel.py check it; an nsys source's row order is not
+its input order either way).
 
 The worker stores live in a hidden folder next to the store (``.<name>.parts-<pid>/``) and are
 deleted once merged; the caller's ``writing()`` block still makes the final replace atomic.
-docs/scaling.md ("Many ranks") has the design and the figures.
+docs/scaling.md ("Many ranks") has the design and the figures, and ("Knobs") the constants below.
 """
 
 from __future__ import annotations
@@ -128,9 +129,9 @@ def _worker_main() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # the parent side
-# at most this many finished worker stores are merged by one INSERT per table
+# at most this many finished worker stores are merged by one INSERT per table (docs/scaling.md, "Knobs")
 MERGE_BATCH = 16
-# DuckDB's memory cap in the parent while merging (None: none)
+# DuckDB's memory cap in the parent while merging (None: none; docs/scaling.md, "Knobs")
 MERGE_MEMORY_LIMIT = CONVERT_MEMORY_LIMIT
 
 
@@ -210,7 +211,7 @@ def _size(p: Path) -> int:
 
 
 # a chunk holds at least this many bytes of input (when there is that much): a new store costs
-# about 0.25 s of CPU, the conversion of a 150 kB rank's trace (6,000 events) about 0.17 s
+# about as much as converting a small rank's trace (docs/scaling.md, "Knobs")
 MIN_CHUNK_BYTES = 1_000_000
 
 

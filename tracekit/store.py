@@ -29,52 +29,32 @@ from .adapters.base import Accounting, Progress, TraceError
 from .native import native
 
 DEFAULT_DB = "tracekit.duckdb"
-# DuckDB memory cap while converting: measured on a 179 MB trace, no cap 560 MB peak, 256 MB cap
-# 440-450 MB, 128 MB cap 355-370 MB (+4 % CPU time against 256 MB); on the same trace replicated
-# 10x, no cap 2.1 GB, 256 MB cap 0.7 GB (None: no cap).  It is per two insert threads (below).
+# Tuning constants: each one's default, what it trades and the measurement that chose it are in
+# docs/scaling.md ("Knobs"); a comment here says what the value is, not why.
+# DuckDB memory cap while converting, per two insert threads (None: no cap); beyond it the open
+# transaction spills to disk.
 CONVERT_MEMORY_LIMIT = "128MB"
-# For adapters with long runs of one table (Adapter.PARALLEL_INSERT: nsys), each run of
-# consecutive batches of one table is inserted by one statement on up to INSERT_THREADS
-# threads, without keeping the rows in input order (DuckDB inserts from Arrow on one thread
-# when it keeps the order).  nsys export of 1.07 M kernels + 2.2 M API calls:
-# convert 9.0-9.6 s -> 3.7-4.6 s on 16 cores (2, 4, 8, 16 threads within 0.4 s of each other;
-# 4 threads at 256 MB), inserting 3.9 -> 1.6 s on 2 cores.  The stored row order is therefore
-# not the input order: queries order explicitly (rowid order is no promise of the store).
+# For adapters with long runs of one table (Adapter.PARALLEL_INSERT: nsys), each run is inserted
+# by one statement on up to INSERT_THREADS threads, without keeping the input order: queries order
+# explicitly (rowid order is no promise of the store).
 PARALLEL_INSERT = True
 INSERT_THREADS = 4
-# Arrow memory pool while converting (None: leave pyarrow's default).  pyarrow's default,
-# mimalloc, keeps freed pages for reuse; the readers free each batch as soon as DuckDB has it, and
-# with the C library's allocator the process holds less: on the 179 MB Kineto trace, peak RSS of
-# convert + hotspots + idle_gaps 378-388 MB with mimalloc, 337-349 MB with "system" (jemalloc
-# 350-364 MB), wall time within run-to-run noise.  Not with parallel inserts (nsys): there, on
-# 1 M kernels, "system" was 5-10 % slower and held no less.  Arrays keep the pool they came from,
-# so switching back afterwards is safe.
+# Arrow memory pool while converting without parallel inserts (None: leave pyarrow's default).
+# Arrays keep the pool they came from, so switching back afterwards is safe.
 CONVERT_ARROW_POOL = "system"
 # Process-wide tuning while converting -- Python's cyclic garbage collector paused, pyarrow's
 # default memory pool switched to CONVERT_ARROW_POOL (both restored after) -- only where tracekit
 # owns the process: the `tracekit` command (cli.entry), its worker processes (parallel.py),
-# tracekit.convert(..., own_process=True), a benchmark job. A library call inside someone else's
-# program changes neither. (The GC passes over the readers' millions of short-lived objects cost
-# 10-13 % of a Kineto conversion.)
+# tracekit.convert(..., own_process=True), a benchmark job. A library call changes neither.
 OWN_PROCESS = False
-# Rows per row group of a store opened for writing (None: DuckDB's default, 122,880).  DuckDB
-# compresses and writes each full row group of a transaction while the rows are still being
-# inserted, beside the reader, but logs a table with less than one row group to the WAL
-# uncompressed at COMMIT and then checkpoints it: for the 179 MB Kineto trace (65-229 k rows per
-# table) a 76 MB WAL, COMMIT 0.55-0.59 s on the critical path.  With 32,768 the WAL holds only
-# the few small tables and the updates of the nesting pass: COMMIT 0.27-0.33 s, convert +
-# hotspots + idle_gaps 3.54 s against 3.74 s (medians of 4 alternating runs), same peak RSS,
-# same file size, warm views within noise; its 10x replica converts in 35.9 s against 39.8 s,
-# and a 1.07 M-kernel nsys export in 4.3-4.7 s against 4.4-5.1 s, 620-690 MB against 710-740 MB.
-# Stores opened read-only are unaffected.
+# Rows per row group of a store opened for writing (None: DuckDB's default, 122,880); stores
+# opened read-only are unaffected.
 ROW_GROUP_SIZE = 32768
 
 # events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
 # always the SQL (tests compare the two)
 NATIVE_NESTING = True
-# ... written back in UPDATEs of this many rows: one UPDATE joining all rows of a big source
-# spills under the conversion's memory cap (the 10x replica's 2.3 M events: 9.8 s; 0.8 s in
-# slices; 0.7 s uncapped, which held 240 MB more)
+# ... written back in UPDATEs of this many rows (one UPDATE of a big source spills under the cap)
 NEST_UPDATE_ROWS = 262_144
 
 
@@ -189,8 +169,8 @@ class Store:
 
     # -- queries -----------------------------------------------------------------------------
     # Views are created when first needed: all of them on the first use of `con`, and by
-    # sql/rows/one/table only those the query names (with the views they use).  Creating all 26
-    # takes ~0.14 s, which a conversion does without and a query of one view mostly too.
+    # sql/rows/one/table only those the query names (with the views they use), which a
+    # conversion does without and a query of one view mostly too (docs/scaling.md).
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection, with every view of sql/ registered."""

@@ -216,8 +216,7 @@ class Adapter:
     FORMAT = ""
     # True when read() yields long runs of batches of one table (nsys: all kernels, then all API
     # calls): the store then inserts each run on several threads, in no particular row order.
-    # Kineto interleaves its tables in short runs, where that gained nothing and, on a 10x trace,
-    # cost time and memory (37.8 s / 1.05 GB against 34.7 s / 0.43 GB one batch at a time).
+    # Not for short interleaved runs (Kineto): docs/scaling.md ("Knobs") has why.
     PARALLEL_INSERT = False
 
     def __init__(self) -> None:
