@@ -223,7 +223,7 @@ def main(argv: list[str]) -> None:
     elif argv[:1] == ["export"]:
         from tracekit.store import Store
 
-        with Store(argv[1], read_only=True) as st:
+        with Store(argv[1], read_only=True, sandbox=False) as st:  # export writes files
             st.export_parquet(argv[2], partitioned=True)
         print(json.dumps({"bytes": sum(p.stat().st_size for p in Path(argv[2]).rglob("*.parquet"))}))
     elif argv[:1] == ["views"]:
