@@ -13,7 +13,8 @@
 --                   get_gpu_kernel_breakdown; its "X overlapping Y" rows are overlapped_ns)
 --   overlapped_ns = union_ns - exclusive_ns (this type running at once with another type)
 --   busy_pct      = 100 * union_ns / busy_ns; exclusive_pct = 100 * exclusive_ns / busy_ns (HTA's
---                   percentage; the four exclusive shares and the overlapped time add up to 100)
+--                   percentage; the four exclusive shares and the share of the time when two or
+--                   more types run add up to 100)
 --   span_pct      = 100 * union_ns / span_ns (HTA's get_temporal_breakdown for 'compute':
 --                   compute_time_pctg)
 -- rank: the rank whose GPU this is (`ranks`), NULL when unknown. Types without operations on the

@@ -15,10 +15,10 @@ import gzip
 import json
 from collections import defaultdict
 from decimal import ROUND_HALF_UP, Decimal
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 
 ORACLED = sorted(p for p in FIXTURES.glob("*/*.sqlite")
@@ -206,8 +206,8 @@ def test_queue_length_equals_the_json(path, convert):
                      "order by ts_ns").fetchall()
         assert got == series
         window = series[-1][0] - series[0][0]
-        area_q = sum(q * (b[0] - a[0]) for a, b in zip(series, series[1:]) for q in [a[1]])
-        empty = sum(b[0] - a[0] for a, b in zip(series, series[1:]) if a[2] == 0)
+        area_q = sum(q * (b[0] - a[0]) for a, b in pairwise(series) for q in [a[1]])
+        empty = sum(b[0] - a[0] for a, b in pairwise(series) if a[2] == 0)
         s = summary[stream]
         assert (s["ops"], s["window_ns"], s["max_queued"], s["max_outstanding"], s["empty_ns"]) == (
             n_ops[stream], window, max(x[1] for x in series), max(x[2] for x in series), empty)
