@@ -19,7 +19,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, realworld
 
 ORACLED = sorted(p for p in FIXTURES.glob("*/*.sqlite")
                  if (p.parent / "oracle" / f"{p.stem}_cuda_gpu_sum.csv").exists())
@@ -262,3 +262,15 @@ def test_kernel_sequences_default_finds_the_repeated_steps(path, convert):
                     {"op_name": "prefill", "ops": 360, "count": 1}]
     st.sql("set variable min_pattern_len = 361")
     assert dicts(st, "select op_name, ops, count from kernel_sequences") == []
+
+
+def test_kern_exec_sum_links_per_process_on_a_real_two_process_capture(convert):
+    # shared/reference/nsys-sqlite.md: on mfu_2gpu_before (two processes, one GPU each) the
+    # PID-scoped correlation join links 3,986 of the 4,010 kernels (24 launched before the window);
+    # correlationId alone would give 4,280 matches
+    hits = [p for p in realworld("nsys") if p.name == "GindaChen__nsys-ai__mfu_2gpu_before.sqlite"]
+    if not hits:
+        pytest.skip("realworld corpus absent")
+    st = convert(hits[0])
+    assert st.sql("select sum(count)::BIGINT, count(distinct pid) from cuda_kern_exec_sum").fetchall() == [(3986, 2)]
+    assert st.sql("select rank, device_id from temporal_breakdown order by 1").fetchall() == [(0, 0), (1, 1)]
