@@ -50,9 +50,7 @@ per_name AS (
 SELECT source_id,
        100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
        total_ns, num_calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns,
-       CASE WHEN length(raw_name) >= 6 AND substr(raw_name, length(raw_name) - 5, 2) = '_v'
-            THEN left(raw_name, length(raw_name) - 6)
-            ELSE raw_name END AS name,
+       tk_api_display_name(raw_name) AS name,  -- sql/lib/summaries.sql
        raw_name, api
 FROM per_name
 ORDER BY source_id, total_ns DESC, num_calls DESC, name;

@@ -111,6 +111,38 @@ def test_bad_input_one_line_error(tmp_path, case):
         assert out.splitlines()[1] == "0"
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_convert_a_directory(tmp_path, jobs):
+    # HTA's trace_dir: the traces inside, by content, one source each in name order; a line for
+    # every other file (the rank files are real captures; the others are made here)
+    d = tmp_path / "traces"
+    (d / "sub").mkdir(parents=True)
+    for name in ("ddp_rank1.json.gz", "ddp_rank0.json.gz"):
+        shutil.copy(FIXTURES / "kineto" / name, d / name)
+    shutil.copy(FIXTURES / "nsys" / "matmul.sqlite", d / "matmul.sqlite")
+    shutil.copy(FIXTURES / "nsys" / "matmul.nsys-rep", d / "matmul.nsys-rep")
+    shutil.copy(FIXTURES / "labelled" / "labels.json", d / "labels.json")
+    (d / "notes.txt").write_text("not a trace\n")
+    (d / "empty.json").write_bytes(b"")
+    db = tmp_path / "t.duckdb"
+    code, out, err = run("convert", d, "--db", db, "--jobs", jobs)
+    assert code == 0, err
+    assert [l.split(" ", 2)[1] for l in out.splitlines()] == [
+        str(d / "ddp_rank0.json.gz"), str(d / "ddp_rank1.json.gz"), str(d / "matmul.sqlite")]
+    skipped = sorted(l for l in err.splitlines() if l.startswith("tracekit: skipped "))
+    assert skipped == sorted(err.splitlines())  # nothing else on stderr
+    assert [l.split(": ", 2)[1].removeprefix("skipped ") for l in skipped] == [
+        str(d / n) for n in ("empty.json", "labels.json", "matmul.nsys-rep", "notes.txt", "sub")]
+    assert "empty file" in skipped[0] and "not a trace" in skipped[1] and "matmul.sqlite" in skipped[2]
+    assert "unrecognized format" in skipped[3] and "not searched" in skipped[4]
+    code, out, _ = run("sql", "select source_id, rank, format from sources order by 1", "--db", db, "--format", "csv")
+    assert out.splitlines()[1:] == ["0,0,kineto", "1,1,kineto", "2,,nsys"]
+    # a directory without traces: one line, nothing converted
+    code, out, err = run("convert", d / "sub", "--db", tmp_path / "u.duckdb")
+    assert_one_line_error(code, err, "sub: no trace files in it")
+    assert not (tmp_path / "u.duckdb").exists()
+
+
 def test_trace_without_gpu_events_gives_empty_views(tmp_path):
     cpu_only = [p for p in realworld("kineto") if "cpu_only" in p.name]
     if not cpu_only:

@@ -69,7 +69,9 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
     .nsys-rep) or Nsight Compute results (CSV, .ncu-rep); the format is detected from the
-    content. Converting into an existing store adds sources: that is how traces are merged.
+    content. A directory stands for the trace files directly inside it (e.g. HTA's trace_dir of
+    rank files), in name order; each other file in it is skipped with a line saying why.
+    Converting into an existing store adds sources: that is how traces are merged.
     Prints one line per source: rows per table, rows skipped and why. The store is replaced
     atomically at the end, so readers never see a half-written store; an input that fails
     adds nothing (exit status 2).
@@ -82,6 +84,7 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
 
     if partitioned and not parquet_dir:
         _fail("--partitioned needs --parquet DIR")
+    inputs = _expand_directories(inputs)
     for p in inputs:
         if Path(db).exists() and p.exists() and os.path.samefile(p, db):
             _fail(f"{db}: is also an input; the store would overwrite it: choose another --db")
@@ -115,6 +118,52 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
         _fail(os_error_line(e, db))
     if failed:
         sys.exit(2)
+
+
+def _expand_directories(inputs) -> list[Path]:
+    """A directory input stands for the trace files directly inside it (HTA's trace_dir), in name
+    order, one source each; every other file in it is skipped with a line saying why: not a
+    format tracekit reads (by content), a JSON file that is not a trace, a subdirectory (not
+    searched), an .nsys-rep / .qdrep whose .sqlite export lies beside it (the same capture)."""
+    from .adapters.base import TraceError
+    from .adapters.detect import _head, sniff
+
+    out: list[Path] = []
+    for d in inputs:
+        if not d.is_dir():
+            out.append(d)
+            continue
+        try:
+            entries = sorted(d.iterdir(), key=lambda p: p.name)
+        except OSError as e:
+            _fail(os_error_line(e, d))
+        names = {p.name for p in entries}
+        found = 0
+        for p in entries:
+            why = None
+            if p.is_dir():
+                why = "a directory (not searched: pass it as an input)"
+            elif p.suffix.lower() in (".nsys-rep", ".qdrep") and p.stem + ".sqlite" in names:
+                why = f"the same capture as {p.stem}.sqlite beside it, which is converted"
+            else:
+                try:
+                    fmt = sniff(p)
+                    head = _head(p) if fmt == "kineto" else b""
+                    if fmt == "kineto" and b'"traceEvents"' not in head and b'"ph"' not in head:
+                        why = "JSON without 'traceEvents' or 'ph' in its first 64 KiB: not a trace"
+                except TraceError as e:
+                    why = e.what
+                except OSError as e:
+                    why = os_error_line(e, p)
+            if why:
+                click.echo(f"tracekit: skipped {printable(str(p))}: {why}", err=True)
+            else:
+                out.append(p)
+                found += 1
+        if not found:
+            _fail(f"{d}: no trace files in it (Kineto .json / .json.gz, nsys .sqlite / .nsys-rep, ncu "
+                  "CSV / .ncu-rep, detected by content); pass a folder holding traces, or the files")
+    return out
 
 
 def _keep_or_roll_back(db: Path, replace: bool, failed: int, total: int) -> None:

@@ -21,12 +21,13 @@
 --   cudaMemcpyAsync: what tensor.item() / .cpu() / print(tensor) do. The rows of `host_syncs`.
 --
 -- tk_launch_calls() -> TABLE (source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
---                             n_pids)
+--                             n_pids, raw_name)
 --   the launch call of each (source, process, correlation id): the earliest `api_calls` row with
 --   that correlation id in that process (ties: the longer call; calls with the same start and
 --   end are one call twice, e.g. a runtime call and the driver call it made, either may be
 --   taken). n_pids = the number of processes of the source that issued that correlation id
---   (nsys numbers correlations per process, so they repeat across processes).
+--   (nsys numbers correlations per process, so they repeat across processes). raw_name: the
+--   call's name as recorded (api_calls.raw_name; name is without the version suffix).
 --
 -- tk_launch_link(op_pid, call_pid, n_pids) -> BOOLEAN
 --   the one rule linking a GPU operation (kernels / memops row, same source and correlation id)
@@ -83,9 +84,10 @@ CREATE OR REPLACE MACRO tk_sync_calls() AS TABLE
 
 CREATE OR REPLACE MACRO tk_launch_calls() AS TABLE
     SELECT source_id, pid, tid, correlation_id, name, start_ns, end_ns, dur_ns,
-           count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids
+           count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids, raw_name
     FROM (SELECT source_id, pid, correlation_id, arg_min(tid, k) AS tid, arg_min(name, k) AS name,
-                 min(start_ns) AS start_ns, arg_min(end_ns, k) AS end_ns, arg_min(dur_ns, k) AS dur_ns
+                 min(start_ns) AS start_ns, arg_min(end_ns, k) AS end_ns, arg_min(dur_ns, k) AS dur_ns,
+                 arg_min(raw_name, k) AS raw_name
           FROM (SELECT *, start_ns::HUGEINT * 18446744073709551616 - end_ns AS k  -- earliest, then longest
                 FROM api_calls WHERE correlation_id IS NOT NULL)
           GROUP BY source_id, pid, correlation_id);

@@ -1,4 +1,4 @@
--- lib/names: what a name or a row says: phase of a range, graph launch or span, communication kernel.
+-- lib/names: what a name or a row says: phase of a range, graph launch or span, communication kernel, kernel type.
 --
 -- tk_phase(name) -> VARCHAR
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
@@ -51,6 +51,15 @@
 -- tk_is_comm_kernel(name) -> BOOLEAN
 --   a collective-communication kernel: the name contains 'nccl' or 'rccl' in any case
 --   (ncclKernel_*, ncclDevKernel_*, rccl*).
+--
+-- tk_kernel_type(kind, name) -> VARCHAR
+--   the type of a GPU operation (a `gpu_activity` row), HTA's kernel types (get_kernel_type):
+--   'communication'  a kernel of tk_is_comm_kernel (NCCL / RCCL collectives)
+--   'memory'         a memcpy or memset operation, or a kernel whose name starts with 'Memcpy',
+--                    'Memset' or 'dma' (HTA's memory kernels)
+--   'other'          any other kernel whose name contains 'Memcpy' or 'Sync', or starts with
+--                    'Memset' (HTA's rule: not computation)
+--   'compute'        every other kernel (whole-graph rows of an nsys graph-level capture too)
 CREATE OR REPLACE MACRO tk_phase(name) AS regexp_replace(name, '#[0-9]+$', '');
 
 CREATE OR REPLACE MACRO tk_is_op_range(category, name) AS
@@ -103,3 +112,10 @@ CREATE OR REPLACE MACRO _tk_dtype(t) AS
 CREATE OR REPLACE MACRO tk_dtype_bytes(dtype) AS _tk_dtype(replace(lower(dtype), 'c10::', '')).bytes;
 
 CREATE OR REPLACE MACRO tk_dtype_class(dtype) AS _tk_dtype(replace(lower(dtype), 'c10::', '')).class;
+
+CREATE OR REPLACE MACRO tk_kernel_type(kind, name) AS
+    CASE WHEN kind IN ('memcpy', 'memset') THEN 'memory'
+         WHEN tk_is_comm_kernel(name) THEN 'communication'
+         WHEN regexp_matches(name, '^(Memcpy|Memset|dma)') THEN 'memory'
+         WHEN contains(name, 'Memcpy') OR contains(name, 'Sync') THEN 'other'
+         ELSE 'compute' END;

@@ -9,6 +9,12 @@
 -- tk_memop_operation(kind, copy_kind) -> VARCHAR
 --   the operation name `nsys stats` gives a memcpy / memset: '[CUDA memset]', or
 --   '[CUDA memcpy Host-to-Device]' and so on for each copy_kind ('Unknown' for others).
+--
+-- tk_api_display_name(raw_name) -> VARCHAR
+--   the name `nsys stats` prints for an API call: the recorded name with its last 6 characters
+--   dropped when they start with `_v` (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`, while
+--   `cuMemcpyHtoDAsync_v2`, `cudaLaunchKernelExC_v11060` and `cudaGraphLaunch_v10000` stay as
+--   recorded): what cuda_api_sum and cuda_kern_exec_sum show.
 CREATE OR REPLACE MACRO tk_stats(x) AS {
     'total': sum(x)::BIGINT, 'n': count(*), 'avg': avg(x), 'med': quantile_cont(x, 0.5),
     'min': min(x), 'max': max(x), 'stddev': coalesce(stddev_samp(x), 0.0)};
@@ -26,3 +32,8 @@ CREATE OR REPLACE MACRO tk_memop_operation(kind, copy_kind) AS
              WHEN 'uvm_DtoD' THEN 'Unified Device-to-Device'
              ELSE 'Unknown' END || ']'
     END;
+
+CREATE OR REPLACE MACRO tk_api_display_name(raw_name) AS
+    CASE WHEN length(raw_name) >= 6 AND substr(raw_name, length(raw_name) - 5, 2) = '_v'
+         THEN left(raw_name, length(raw_name) - 6)
+         ELSE raw_name END;
