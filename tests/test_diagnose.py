@@ -691,3 +691,68 @@ def test_ranks_from_processes_of_one_nsys_capture(stores):
     f = one(diag(st, thresholds={"imbalance_pct": 2}), "rank_imbalance")
     assert f.metrics["waiting_rank"] == 0 and f.device_id == 0 and f.time_ns == wait[0]
     assert f.metrics["slowest_rank"] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 23: diff on captures with emit_nvtx names (nsys --pytorch=autograd-shapes-nvtx)
+
+ROOF_B1_NSYS = FIXTURES / "roofline" / "roof_b1.sqlite"
+ROOF_B16_NSYS = FIXTURES / "roofline" / "roof_b16.sqlite"
+
+
+def _nvtx_names(path: Path) -> list[str]:
+    con = sqlite3.connect(f"file:{need(path)}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+            "WHERE e.eventType = 59")]  # NvtxPushPopRange
+    finally:
+        con.close()
+
+
+def test_phase_names_without_per_call_ids(stores):
+    """tk_phase drops emit_nvtx's per-call fields: the 7,157 op ranges of the real capture
+    ('prefill, op_id = 3777', 'detach_, op_id = 267, sizes = [[0]], input_op_ids = [(265,0)]')
+    collapse to their operator names."""
+    names = _nvtx_names(ROOF_B1_NSYS)
+    with_ids = [n for n in names if re.search(r", (seq|op_id) = \d+", n)]
+    assert len(with_ids) == 7157
+    expect = {n: re.split(r", (?:stashed seq|seq|op_id) = \d+", n)[0] for n in with_ids}
+    st = stores("roof_b1_nsys", ROOF_B1_NSYS)
+    got = dict(st.rows("SELECT DISTINCT name, tk_phase(name) FROM events WHERE name LIKE '%op_id = %'"))
+    assert got == expect
+    assert got["prefill, op_id = 3777"] == "prefill"
+    assert len(set(got.values())) < len(got) / 10  # 7,157 calls, far fewer operator names
+    synthetic = {  # (synthetic: the older emit_nvtx spelling without op_id, and a step counter)
+        "MmBackward0, seq = 12": "MmBackward0", "MmBackward0, stashed seq = 7, op_id = 3": "MmBackward0",
+        "ProfilerStep#12": "ProfilerStep", "decode_step": "decode_step", "a, b": "a, b"}
+    for name, phase in synthetic.items():
+        assert st.one(f"SELECT tk_phase('{name}')") == phase
+
+
+def test_diff_caps_every_section(stores):
+    """diff of two real captures with emit_nvtx op ranges: phases matched by name (prefill,
+    decode_step; no per-call ids), every section capped with 'and K more'."""
+    from tracekit.diff import Side, diff, to_markdown, to_text
+
+    b1, b16 = stores("roof_b1_nsys", ROOF_B1_NSYS), stores("roof_b16_nsys", ROOF_B16_NSYS)
+    r = diff(Side(b1, 0, None, "b1"), Side(b16, 0, None, "b16"))
+    names = _nvtx_names(ROOF_B1_NSYS)
+    ph = {p["phase"]: p for p in r["phases"]}
+    assert set(ph) == {"prefill", "decode_step"}
+    assert ph["decode_step"]["base_instances"] == names.count("decode_step") == 4
+    assert ph["prefill"]["base_instances"] == names.count("prefill") == 1
+    # largest change of wall time per instance first: prefill (9.9 -> 57.5 ms) before decode_step
+    assert [p["phase"] for p in r["phases"]] == ["prefill", "decode_step"]
+    text = to_text(r)
+    assert "op_id" not in text and len(text.splitlines()) < 80
+    short = to_text(r, max_rows=1)
+    nk, nf = len(r["kernels"]), len(r["findings"])
+    assert nk > 20 and nf > 2
+    assert f"... and {nk - 1:,} more kernels (--format json lists all)" in short
+    assert "... and 1 more phase (--format json lists all)" in short
+    assert f"... and {nf - 1:,} more findings" in short
+    # kernels: 25 rows + 'more' -> 1 + 'more'; phases: 2 rows -> 1 + 'more'; findings: nf -> 1 + 'more'
+    assert len(short.splitlines()) == len(text.splitlines()) - 24 - (nf - 2)
+    md = to_markdown(r, max_rows=1)
+    assert f"and {nk - 1:,} more kernels" in md and "and 1 more phase " in md
