@@ -436,6 +436,30 @@ def test_ncu_only_store(stores):
     assert g.share_pct == pytest.approx(share, abs=0.5)  # details page rounds µs
 
 
+def test_ncu_source_beside_an_unmatched_timeline(stores):
+    """A mixed store (issue 23): the matmul's ncu results beside the decode timeline, which ran
+    none of those kernels (every result 'unmatched'): the ncu source still gets its verdicts
+    (bound and which latency), the same as alone, and the timeline's findings are unchanged."""
+    mixed = stores("mixed_unmatched", DECODE_B1, NCU_DETAILS)
+    assert mixed.one("SELECT count(*) FILTER (WHERE match_quality <> 'unmatched') FROM ncu_timeline_match") == 0
+    d = diag(mixed)
+    got = {f.subject: f for f in d.findings if f.source_id == 1}
+    alone = {f.subject: f for f in diag(stores("ncu_only", NCU_DETAILS)).findings}
+    assert set(got) == set(alone) and len(got) == 3
+    for k, f in got.items():
+        assert (f.code, f.severity, f.share_pct) == (alone[k].code, alone[k].severity, alone[k].share_pct)
+        assert "no timeline kernel in the store matched" in f.summary
+    rows = list(csv.reader(need(NCU_RAW).open(newline="")))
+    h = rows[0]
+    dur = [(r[h.index("Kernel Name")], float(r[h.index("gpu__time_duration.sum")])) for r in rows[2:]]
+    gemv = got["nvjet_sm90_tst_64x8_64x16_2x1_v_bz_splitK_NNT"]
+    assert gemv.code == "latency_bound" and gemv.metrics["latency_cause"] == "small_grid"
+    assert gemv.share_pct == pytest.approx(100 * sum(t for n, t in dur if "64x8_64x16" in n)
+                                           / sum(t for _, t in dur), abs=0.5)
+    timeline = [(f.code, f.share_pct) for f in diag(stores("b1", DECODE_B1)).findings]
+    assert [(f.code, f.share_pct) for f in d.findings if f.source_id == 0] == timeline
+
+
 # ----------------------------------------------------------------------------------------------
 # diff of two captures, thresholds, no GPU data
 

@@ -558,27 +558,40 @@ class _Rules:
             severity=min(sev, key=order.get), source_id=sid, device_id=dev, phase=None,
             metrics=metrics, evidence=evidence)
 
-    def ncu_only_bounds(self, sid: int) -> list[Finding]:
-        """An ncu source with no timeline in the store: classify its kernels by ncu's own time."""
+    def ncu_only_bounds(self, sid: int, unmatched: bool = False) -> list[Finding]:
+        """An ncu source with no timeline in the store: classify its kernels by ncu's own time.
+        ``unmatched``: the store has timeline sources; only the results of this source that no
+        timeline kernel matched (`ncu_timeline_match`; the matched ones are reported with the
+        timeline's kernels, `bounds`), shares of the time of those results."""
         q = self.q
         if not q.has("kernel_bounds"):
             return []
+        cond = f"source_id = {sid}"
+        of = "ncu-profiled time"
+        if unmatched:
+            if not q.has("ncu_timeline_match"):
+                return []
+            cond += (f" AND id NOT IN (SELECT ncu_id FROM ncu_timeline_match WHERE ncu_source_id = {sid}"
+                     " AND match_quality <> 'unmatched')")
         hq = f"""SELECT short_name, count(*) AS ncu_launches, sum(dur_ns)::BIGINT AS total_ns,
                         100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct,
                         mode(bound) AS bound, mode(bound_reason) AS bound_reason,
                         string_agg(DISTINCT bound, ',' ORDER BY bound) AS bounds,
                         avg(sm_pct) AS sm_pct, avg(memory_pct) AS memory_pct, avg(dram_pct) AS dram_pct,
                         mode(roofline_bound) AS roofline_bound, any_value(name) AS name
-                 FROM kernel_bounds WHERE source_id = {sid} GROUP BY short_name ORDER BY total_ns DESC"""
+                 FROM kernel_bounds WHERE {cond} GROUP BY short_name ORDER BY total_ns DESC"""
         rows = q.dicts(hq)
         total = sum(r["total_ns"] or 0 for r in rows)
         out = []
         for r in rows:
             if r["bound"] is None or r["bound"] == "balanced" or (r["time_pct"] or 0) < self.th["bound_min_pct"]:
                 continue
-            out.append(self._bound_finding(r, sid, total, None, None,
-                                           f"source_id = {sid} AND short_name = {lit(r['short_name'])}",
-                                           "ncu-profiled time", []))
+            f = self._bound_finding(r, sid, total, None, None,
+                                    f"{cond} AND short_name = {lit(r['short_name'])}", of, [])
+            if unmatched:
+                f.summary += ("; no timeline kernel in the store matched these ncu results "
+                              "(ncu_timeline_match), so the share is of this source's unmatched ncu time")
+            out.append(f)
         return out
 
     def _bound_finding(self, r, sid, window_ns, phase, scope, kcond, of, evidence) -> Finding:
@@ -756,8 +769,9 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
     for src in srcs:
         sid = src["source_id"]
         if src["format"] == "ncu":
-            if not timeline:
-                findings += rules.ncu_only_bounds(sid)
+            # without a timeline: every result by ncu's own time; beside one: the results that no
+            # timeline kernel matched (the matched ones come with the timeline's kernels)
+            findings += rules.ncu_only_bounds(sid, unmatched=bool(timeline))
             continue
         if sid not in timeline:
             findings.append(rules.finding(
