@@ -49,8 +49,21 @@ def test_convert_then_sql(tmp_path):
     trace = json.load(gzip.open(src))
     want = sum(1 for e in trace["traceEvents"] if str(e.get("cat", "")).lower() == "kernel")
     assert out.splitlines() == ["n", str(want)]
-    # merging: a second convert adds a source
-    code, out, _ = run("convert", src, "--db", db)
+    # the same file again: refused in one line naming the source, the store untouched (issue 23)
+    before = db.read_bytes()
+    code, out, err = run("convert", src, "--db", db)
+    assert_one_line_error(code, err, f"{src}: already in {db} as source 0", "--replace", "--allow-duplicate")
+    assert out == "" and db.read_bytes() == before
+    copy = tmp_path / "copy.json.gz"  # same content under another name, and twice in one command
+    copy.write_bytes(src.read_bytes())
+    code, out, err = run("convert", copy, "--db", db)
+    assert_one_line_error(code, err, "as source 0")
+    for jobs in ("1", "2"):
+        code, out, err = run("convert", small_kineto(), copy, "--db", tmp_path / "two.duckdb", "--jobs", jobs)
+        assert_one_line_error(code, err, f"{copy}: same content as the input", "--allow-duplicate")
+    assert not (tmp_path / "two.duckdb").exists()
+    # merging: a second convert adds a source (here the same file, asked for)
+    code, out, _ = run("convert", src, "--db", db, "--allow-duplicate")
     assert out.startswith("[1] ")
     code, out, _ = run("sql", "select count(distinct source_id) from kernels", "--db", db, "--format", "json")
     assert json.loads(out)[0] == {"count(DISTINCT source_id)": 2}

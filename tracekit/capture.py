@@ -113,8 +113,11 @@ def profile(db: str | os.PathLike = DEFAULT_DB, *, trace: str | os.PathLike | No
             torch.cuda.synchronize()
     _export(cap.prof, cap.trace)
     cap.prof = None
+    from .fingerprint import fingerprint, record
+
     with writing(db, replace=replace) as st:
         cap.summary = st.convert(cap.trace, rank=rank)
+        record(st, cap.summary.source_id, fingerprint(cap.trace))  # a later convert of it is refused
 
 
 def _export(prof, path: Path) -> None:
