@@ -204,3 +204,49 @@ def test_views_lib_lists_and_documents_the_sql_library():
     for m in made:  # every macro is documented in its file's header
         assert any(f"{m}(" in line for _, text in views.library() for line in text.splitlines()
                    if line.startswith("--")), m
+
+
+def test_missing_compiled_module_is_said(tmp_path):
+    """pip install -q hides hatch_build.py's warning (issue 23): without tracekit._native,
+    `tracekit convert` says so in one line on standard error, and still converts; not when
+    TRACEKIT_NO_EXTENSION=1 (left out on purpose), nor when the module is there."""
+    import os
+    import subprocess
+    import sys
+
+    from tracekit.native import native
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['tracekit._native'] = None  # an import that fails\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TRACEKIT_NO_EXTENSION", None)
+
+    def convert(db, **extra):
+        r = subprocess.run([sys.executable, "-m", "tracekit.cli", "convert", "-q", str(small_kineto()),
+                            "--db", str(tmp_path / db)], env={**env, **extra}, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("[0] ")
+        return r.stderr
+
+    err = convert("a.duckdb")
+    assert err.count("\n") == 1 and err.startswith("tracekit: note: the compiled module tracekit._native is missing")
+    assert "TRACEKIT_NO_EXTENSION=1" in err and "C compiler" in err
+    assert convert("b.duckdb", TRACEKIT_NO_EXTENSION="1") == ""
+    if native is not None:  # the module as installed: no note
+        r = subprocess.run([sys.executable, "-m", "tracekit.cli", "convert", "-q", str(small_kineto()),
+                            "--db", str(tmp_path / "c.duckdb")], env={**os.environ, "TRACEKIT_NO_EXTENSION": ""},
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stderr == ""
+
+
+def test_missing_compiled_module_warns_in_the_api(tmp_path, monkeypatch):
+    import tracekit
+    import tracekit.native
+
+    monkeypatch.setattr(tracekit.native, "native", None)
+    monkeypatch.delenv("TRACEKIT_NO_EXTENSION", raising=False)
+    with pytest.warns(RuntimeWarning, match="compiled module tracekit._native is missing"):
+        [s] = tracekit.convert([small_kineto()], db=tmp_path / "w.duckdb")
+    assert s.converted["kernels"] > 0

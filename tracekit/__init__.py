@@ -27,6 +27,13 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
     unless ``allow_duplicate`` (tracekit/fingerprint.py)."""
     from . import store
     from .fingerprint import check_inputs, record
+    from .native import missing_notice
+
+    note = missing_notice()
+    if note:
+        import warnings
+
+        warnings.warn(note.removeprefix("tracekit: note: "), RuntimeWarning, stacklevel=2)
     from .parallel import convert_inputs
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):

@@ -90,6 +90,11 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     for p in inputs:
         if Path(db).exists() and p.exists() and os.path.samefile(p, db):
             _fail(f"{db}: is also an input; the store would overwrite it: choose another --db")
+    from .native import missing_notice
+
+    note = missing_notice()
+    if note:  # pip install -q hid hatch_build.py's warning
+        click.echo(note, err=True)
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
         _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
