@@ -250,3 +250,21 @@ def test_missing_compiled_module_warns_in_the_api(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="compiled module tracekit._native is missing"):
         [s] = tracekit.convert([small_kineto()], db=tmp_path / "w.duckdb")
     assert s.converted["kernels"] > 0
+
+
+def test_profile_without_torch_says_how_to_install(tmp_path, monkeypatch):
+    """tracekit.profile() without torch (issue 23): one line with the install hint, not a bare
+    ModuleNotFoundError (torch is hidden here where it is installed)."""
+    import sys
+
+    import tracekit
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails as when not installed
+    with pytest.raises(ModuleNotFoundError) as e:
+        with tracekit.profile(tmp_path / "p.duckdb"):
+            pass
+    msg = str(e.value)
+    assert msg == ("tracekit.profile() needs PyTorch, which is not installed: pip install 'tracekit[capture]' "
+                   "(or PyTorch for your CUDA version from pytorch.org)")
+    assert e.value.name == "torch" and e.value.__suppress_context__
+    assert not (tmp_path / "p.duckdb").exists()
