@@ -8,6 +8,7 @@ tracekit's output.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 import shutil
@@ -780,3 +781,45 @@ def test_diff_caps_every_section(stores):
     assert len(short.splitlines()) == len(text.splitlines()) - 24 - (nf - 2)
     md = to_markdown(r, max_rows=1)
     assert f"and {nk - 1:,} more kernels" in md and "and 1 more phase " in md
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 23: singular / plural, and evidence headers that say what is shown
+
+
+def test_plural():
+    from tracekit.names import plural
+
+    assert plural(1, "kernel") == "1 kernel" and plural(2808, "kernel") == "2,808 kernels"
+    assert plural(0, "gap") == "0 gaps"
+    assert plural(1.0, "wave", ".2g") == "1 wave" and plural(0.97, "wave", ".2g") == "0.97 waves"
+    assert plural(1, "launch", nouns="launches") == "1 launch" and plural(3, "launch", nouns="launches") == "3 launches"
+
+
+def test_texts_say_one_in_the_singular(stores):
+    """The real matmul ncu results: the GEMM runs 1 wave (ncu's 'Waves Per SM' is 1 in the CSV),
+    said '1 wave'; no '1 <plural noun>' anywhere in the text and Markdown reports of real captures;
+    the evidence header says how many rows it shows of how many."""
+    from tracekit.diagnose import to_markdown, to_text
+
+    rows = list(csv.reader(need(NCU_DETAILS).open(newline="")))
+    h = rows[0]
+    waves = {r[h.index("Kernel Name")].split("(")[0].split()[-1]: r[h.index("Metric Value")] for r in rows[1:]
+             if r[h.index("Metric Name")] == "Waves Per SM"}
+    assert waves["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"] == "1"
+    d = diag(stores("ncu_only", NCU_DETAILS))
+    g = next(f for f in d.findings if f.subject == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    assert ", 1 wave" in g.summary and "1 waves" not in g.summary
+    units = {"ns", "ms", "µs", "s", "pts"}
+    for key, paths in (("ncu_only", (NCU_DETAILS,)), ("b1", (DECODE_B1,)), ("graphs", (GRAPHS,)),
+                       ("mixed_unmatched", (DECODE_B1, NCU_DETAILS))):
+        d = diag(stores(key, *paths))
+        for text in (to_text(d), to_markdown(d)):
+            bad = [m.group(0) for m in re.finditer(r"(?<![\d.,])1 ([a-z][a-z-]*s)\b", text) if m.group(1) not in units]
+            assert not bad, (key, bad)
+    # evidence: 'first 5 of 10 rows' above exactly 5 rows (the query has LIMIT 10)
+    lines = to_text(diag(stores("b1", DECODE_B1))).splitlines()
+    k = next(i for i, line in enumerate(lines) if "evidence (idle_gaps, first 5 of 10 rows)" in line)
+    assert "LIMIT 10" in lines[k]
+    body = lines[k + 3:]
+    assert len(list(itertools.takewhile(lambda line: line.startswith("            ") and line.strip(), body))) == 5

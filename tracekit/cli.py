@@ -12,7 +12,7 @@ import duckdb
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
-from .names import printable
+from .names import plural, printable
 from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
@@ -356,7 +356,7 @@ def _table_text(tbl, max_rows: int) -> str:
         return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [line(names), line(["-" * w for w in widths])] + [line(r) for r in rows]
     if shown.num_rows < n:
-        out.append(f"... {n - shown.num_rows:,} more rows (use --max-rows 0 or --format csv)")
+        out.append(f"... {plural(n - shown.num_rows, 'more row')} (use --max-rows 0 or --format csv)")
     out.append(f"({n:,} row{'s' if n != 1 else ''})")
     return "\n".join(out)
 
