@@ -459,6 +459,8 @@ def test_ncu_source_beside_an_unmatched_timeline(stores):
                                            / sum(t for _, t in dur), abs=0.5)
     timeline = [(f.code, f.share_pct) for f in diag(stores("b1", DECODE_B1)).findings]
     assert [(f.code, f.share_pct) for f in d.findings if f.source_id == 0] == timeline
+    # --phase: ncu's results have no phase of the timeline, so none of them
+    assert not [f for f in diag(mixed, phase="decode_step").findings if f.source_id == 1]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -770,8 +770,10 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
         sid = src["source_id"]
         if src["format"] == "ncu":
             # without a timeline: every result by ncu's own time; beside one: the results that no
-            # timeline kernel matched (the matched ones come with the timeline's kernels)
-            findings += rules.ncu_only_bounds(sid, unmatched=bool(timeline))
+            # timeline kernel matched (the matched ones come with the timeline's kernels; with
+            # --phase only those, as ncu's results have no phase of the timeline)
+            if not timeline or phase is None:
+                findings += rules.ncu_only_bounds(sid, unmatched=bool(timeline))
             continue
         if sid not in timeline:
             findings.append(rules.finding(
