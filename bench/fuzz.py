@@ -476,7 +476,8 @@ def env_variant(rng: random.Random, k: int, work: Path) -> tuple[str, str]:
         if left != ["s.duckdb"]:
             return "LOST", f"kill: leftovers {left}"
         return "stored", "kill"
-    procs = [subprocess.Popen([*exe, str(p), "--db", str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    procs = [subprocess.Popen([*exe, str(p), "--db", str(db), "--allow-duplicate"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # (KINETO_BASE is in the store already)
              for p in (NSYS_BASE, NCU_BASE, KINETO_BASE)]
     codes = [p.wait(timeout=300) for p in procs]
     after = _snapshot(db)

@@ -231,8 +231,9 @@ SELECT c.source_id, c.id, c.name, c.short_name, c.bound, c.top_stall, c.top_stal
        c.limiter AS occupancy_limiter, c.regs AS registers_per_thread, c.waves, c.grid AS grid_blocks,
        c.sms AS sm_count, c.cause,
        CASE c.cause
-           WHEN 'small_grid' THEN printf('%.3g waves: %d blocks for %d SMs; SM %.0f %%, memory %.0f %%',
-                                         c.waves, c.grid::BIGINT, c.sms::BIGINT, c.sm_pct, c.memory_pct)
+           WHEN 'small_grid' THEN printf('%.3g waves: %d block%s for %d SMs; SM %.0f %%, memory %.0f %%',
+                                         c.waves, c.grid::BIGINT, CASE WHEN c.grid = 1 THEN '' ELSE 's' END,
+                                         c.sms::BIGINT, c.sm_pct, c.memory_pct)
            WHEN 'divergence' THEN printf('%.1f of 32 threads active per warp instruction; branch uniformity %.0f %%',
                                          c.threads, coalesce(c.uniform, 'nan'::DOUBLE))
            WHEN 'uncoalesced' THEN CASE WHEN c.sectors_ratio IS NOT NULL

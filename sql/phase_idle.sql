@@ -32,7 +32,7 @@
 --
 -- Columns:
 --   source_id        INTEGER  the source
---   phase            VARCHAR  range name without trailing '#N'
+--   phase            VARCHAR  range name without trailing '#N' or per-call ids (tk_phase)
 --   category         VARCHAR  'user_annotation' or 'nvtx'
 --   device_id        INTEGER  GPU index
 --   instances        BIGINT   instances of the phase

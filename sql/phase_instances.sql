@@ -16,7 +16,7 @@
 --
 -- Columns:
 --   source_id      INTEGER  the source
---   phase          VARCHAR  range name without trailing '#N'
+--   phase          VARCHAR  range name without trailing '#N' or per-call ids (tk_phase)
 --   category       VARCHAR  'user_annotation' or 'nvtx'
 --   event_id       BIGINT   the range's events.event_id
 --   name           VARCHAR  the range's full name

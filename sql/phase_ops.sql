@@ -14,7 +14,7 @@
 --
 -- Columns:
 --   source_id            INTEGER  the source
---   phase                VARCHAR  range name without trailing '#N'
+--   phase                VARCHAR  range name without trailing '#N' or per-call ids (tk_phase)
 --   category             VARCHAR  'user_annotation' or 'nvtx'
 --   event_id             BIGINT   the instance (phase_instances.event_id)
 --   device_id            INTEGER  GPU index

@@ -25,7 +25,7 @@
 --
 -- Columns:
 --   source_id        INTEGER  the source
---   phase            VARCHAR  range name without trailing '#N'
+--   phase            VARCHAR  range name without trailing '#N' or per-call ids (tk_phase)
 --   instances        BIGINT   instances of the phase with GPU work
 --   gpu_ns           BIGINT   summed duration of all GPU operations of the instances, ns
 --   span_ns          BIGINT   summed GPU span of the instances (first op start to last op end), ns

@@ -20,7 +20,7 @@
 --
 -- Columns:
 --   source_id        INTEGER    the source
---   phase            VARCHAR    range name without trailing '#N'
+--   phase            VARCHAR    range name without trailing '#N' or per-call ids (tk_phase)
 --   category         VARCHAR    'user_annotation' or 'nvtx'
 --   instances        BIGINT     range instances
 --   wall_ns          BIGINT     summed range durations (host side), ns

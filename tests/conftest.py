@@ -1,9 +1,18 @@
-"""Shared test helpers: paths of the real-world corpus (optional) and the bundled fixtures."""
+"""Shared test helpers: paths of the real-world corpus (optional) and the bundled fixtures.
+
+Optional test tools (the corpus ../shared, headless Chromium, Node.js with Perfetto's engine,
+torch, ncu-report, plotly, the compiled module): a user without one sees its tests skip; in CI
+(``CI=true``, as .ci/run sets) a missing one fails the run at the start, and a test that skips
+for a missing tool fails instead, so CI cannot pass with tests not run.
+"""
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +22,81 @@ FIXTURES = REPO / "fixtures"
 # ../shared/realworld beside the checkout (present on the team's machines and in CI, absent in a
 # user's clone): tests that need it skip cleanly.
 REALWORLD = REPO.parent / "shared" / "realworld"
+
+
+IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _importable(mod: str) -> bool:
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except (ImportError, ValueError):  # (ValueError: set to None in sys.modules, i.e. blocked)
+        return False
+
+
+def missing_tools() -> list[str]:
+    """The optional test tools that are missing here, each with how to get it."""
+    out = []
+    if not REALWORLD.is_dir():
+        out.append(f"the real-world corpus ({REALWORLD})")
+    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        out.append("headless Chromium (apt-get install chromium)")
+    try:
+        from tracekit.export import engine as tp
+
+        tp.node_binary()
+        tp.find_engine()
+    except ImportError:  # (where the engine module moved: Node.js at least)
+        if not shutil.which("node"):
+            out.append("Node.js (apt-get install nodejs)")
+    except Exception as e:  # EngineUnavailable: what is missing and how to get it
+        out.append(f"Perfetto's engine ({e})")
+    for mod, how in (("torch", "pip install torch"), ("ncu_report", "pip install ncu-report"),
+                     ("plotly", "pip install plotly")):
+        if not _importable(mod):
+            out.append(f"{mod} ({how})")
+    if os.environ.get("TRACEKIT_NO_EXTENSION") != "1":
+        from tracekit.native import native
+
+        if native is None:
+            out.append("the compiled module tracekit._native (a C compiler at install)")
+    return out
+
+
+def pytest_sessionstart(session):
+    if IN_CI:
+        missing = missing_tools()
+        if missing:
+            pytest.exit("CI=true but optional test tools are missing, their tests would not run: "
+                        + "; ".join(missing) + " (.ci/run installs them; unset CI to let them skip)",
+                        returncode=1)
+
+
+# what a skip for a missing optional tool says (the tests' own skip reasons)
+_TOOL_SKIPS = ("realworld", "shared", "is not present", "Chromium", "Perfetto engine", "torch",
+               "ncu-report", "ncu_report", "plotly", "C module", "C scanner")
+_BY_DESIGN = ("on purpose", "covered by")  # skips that are no missing tool
+
+
+def _fail_tool_skip_in_ci(rep) -> None:
+    if not (IN_CI and rep.skipped) or getattr(rep, "wasxfail", None) is not None:
+        return
+    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    if any(s in reason for s in _TOOL_SKIPS) and not any(s in reason for s in _BY_DESIGN):
+        rep.outcome = "failed"
+        rep.longrepr = f"CI=true: this test would skip ({reason}); CI must run it (.ci/run installs every tool)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_tool_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_tool_skip_in_ci(outcome.get_result())
 
 
 def realworld(kind: str) -> list[Path]:

@@ -8,6 +8,7 @@ tracekit's output.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 import shutil
@@ -436,6 +437,32 @@ def test_ncu_only_store(stores):
     assert g.share_pct == pytest.approx(share, abs=0.5)  # details page rounds µs
 
 
+def test_ncu_source_beside_an_unmatched_timeline(stores):
+    """A mixed store (issue 23): the matmul's ncu results beside the decode timeline, which ran
+    none of those kernels (every result 'unmatched'): the ncu source still gets its verdicts
+    (bound and which latency), the same as alone, and the timeline's findings are unchanged."""
+    mixed = stores("mixed_unmatched", DECODE_B1, NCU_DETAILS)
+    assert mixed.one("SELECT count(*) FILTER (WHERE match_quality <> 'unmatched') FROM ncu_timeline_match") == 0
+    d = diag(mixed)
+    got = {f.subject: f for f in d.findings if f.source_id == 1}
+    alone = {f.subject: f for f in diag(stores("ncu_only", NCU_DETAILS)).findings}
+    assert set(got) == set(alone) and len(got) == 3
+    for k, f in got.items():
+        assert (f.code, f.severity, f.share_pct) == (alone[k].code, alone[k].severity, alone[k].share_pct)
+        assert "no timeline kernel in the store matched" in f.summary
+    rows = list(csv.reader(need(NCU_RAW).open(newline="")))
+    h = rows[0]
+    dur = [(r[h.index("Kernel Name")], float(r[h.index("gpu__time_duration.sum")])) for r in rows[2:]]
+    gemv = got["nvjet_sm90_tst_64x8_64x16_2x1_v_bz_splitK_NNT"]
+    assert gemv.code == "latency_bound" and gemv.metrics["latency_cause"] == "small_grid"
+    assert gemv.share_pct == pytest.approx(100 * sum(t for n, t in dur if "64x8_64x16" in n)
+                                           / sum(t for _, t in dur), abs=0.5)
+    timeline = [(f.code, f.share_pct) for f in diag(stores("b1", DECODE_B1)).findings]
+    assert [(f.code, f.share_pct) for f in d.findings if f.source_id == 0] == timeline
+    # --phase: ncu's results have no phase of the timeline, so none of them
+    assert not [f for f in diag(mixed, phase="decode_step").findings if f.source_id == 1]
+
+
 # ----------------------------------------------------------------------------------------------
 # diff of two captures, thresholds, no GPU data
 
@@ -691,3 +718,110 @@ def test_ranks_from_processes_of_one_nsys_capture(stores):
     f = one(diag(st, thresholds={"imbalance_pct": 2}), "rank_imbalance")
     assert f.metrics["waiting_rank"] == 0 and f.device_id == 0 and f.time_ns == wait[0]
     assert f.metrics["slowest_rank"] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 23: diff on captures with emit_nvtx names (nsys --pytorch=autograd-shapes-nvtx)
+
+ROOF_B1_NSYS = FIXTURES / "roofline" / "roof_b1.sqlite"
+ROOF_B16_NSYS = FIXTURES / "roofline" / "roof_b16.sqlite"
+
+
+def _nvtx_names(path: Path) -> list[str]:
+    con = sqlite3.connect(f"file:{need(path)}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+            "WHERE e.eventType = 59")]  # NvtxPushPopRange
+    finally:
+        con.close()
+
+
+def test_phase_names_without_per_call_ids(stores):
+    """tk_phase drops emit_nvtx's per-call fields: the 7,157 op ranges of the real capture
+    ('prefill, op_id = 3777', 'detach_, op_id = 267, sizes = [[0]], input_op_ids = [(265,0)]')
+    collapse to their operator names."""
+    names = _nvtx_names(ROOF_B1_NSYS)
+    with_ids = [n for n in names if re.search(r", (seq|op_id) = \d+", n)]
+    assert len(with_ids) == 7157
+    expect = {n: re.split(r", (?:stashed seq|seq|op_id) = \d+", n)[0] for n in with_ids}
+    st = stores("roof_b1_nsys", ROOF_B1_NSYS)
+    got = dict(st.rows("SELECT DISTINCT name, tk_phase(name) FROM events WHERE name LIKE '%op_id = %'"))
+    assert got == expect
+    assert got["prefill, op_id = 3777"] == "prefill"
+    assert len(set(got.values())) < len(got) / 10  # 7,157 calls, far fewer operator names
+    synthetic = {  # (synthetic: the older emit_nvtx spelling without op_id, and a step counter)
+        "MmBackward0, seq = 12": "MmBackward0", "MmBackward0, stashed seq = 7, op_id = 3": "MmBackward0",
+        "ProfilerStep#12": "ProfilerStep", "decode_step": "decode_step", "a, b": "a, b"}
+    for name, phase in synthetic.items():
+        assert st.one(f"SELECT tk_phase('{name}')") == phase
+
+
+def test_diff_caps_every_section(stores):
+    """diff of two real captures with emit_nvtx op ranges: phases matched by name (prefill,
+    decode_step; no per-call ids), every section capped with 'and K more'."""
+    from tracekit.diff import Side, diff, to_markdown, to_text
+
+    b1, b16 = stores("roof_b1_nsys", ROOF_B1_NSYS), stores("roof_b16_nsys", ROOF_B16_NSYS)
+    r = diff(Side(b1, 0, None, "b1"), Side(b16, 0, None, "b16"))
+    names = _nvtx_names(ROOF_B1_NSYS)
+    ph = {p["phase"]: p for p in r["phases"]}
+    assert set(ph) == {"prefill", "decode_step"}
+    assert ph["decode_step"]["base_instances"] == names.count("decode_step") == 4
+    assert ph["prefill"]["base_instances"] == names.count("prefill") == 1
+    # largest change of wall time per instance first: prefill (9.9 -> 57.5 ms) before decode_step
+    assert [p["phase"] for p in r["phases"]] == ["prefill", "decode_step"]
+    text = to_text(r)
+    assert "op_id" not in text and len(text.splitlines()) < 80
+    short = to_text(r, max_rows=1)
+    nk, nf = len(r["kernels"]), len(r["findings"])
+    assert nk > 20 and nf > 2
+    assert f"... and {nk - 1:,} more kernels (--format json lists all)" in short
+    assert "... and 1 more phase (--format json lists all)" in short
+    assert f"... and {nf - 1:,} more findings" in short
+    # kernels: 25 rows + 'more' -> 1 + 'more'; phases: 2 rows -> 1 + 'more'; findings: nf -> 1 + 'more'
+    assert len(short.splitlines()) == len(text.splitlines()) - 24 - (nf - 2)
+    md = to_markdown(r, max_rows=1)
+    assert f"and {nk - 1:,} more kernels" in md and "and 1 more phase " in md
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 23: singular / plural, and evidence headers that say what is shown
+
+
+def test_plural():
+    from tracekit.names import plural
+
+    assert plural(1, "kernel") == "1 kernel" and plural(2808, "kernel") == "2,808 kernels"
+    assert plural(0, "gap") == "0 gaps"
+    assert plural(1.0, "wave", ".2g") == "1 wave" and plural(0.97, "wave", ".2g") == "0.97 waves"
+    assert plural(1, "launch", nouns="launches") == "1 launch" and plural(3, "launch", nouns="launches") == "3 launches"
+
+
+def test_texts_say_one_in_the_singular(stores):
+    """The real matmul ncu results: the GEMM runs 1 wave (ncu's 'Waves Per SM' is 1 in the CSV),
+    said '1 wave'; no '1 <plural noun>' anywhere in the text and Markdown reports of real captures;
+    the evidence header says how many rows it shows of how many."""
+    from tracekit.diagnose import to_markdown, to_text
+
+    rows = list(csv.reader(need(NCU_DETAILS).open(newline="")))
+    h = rows[0]
+    waves = {r[h.index("Kernel Name")].split("(")[0].split()[-1]: r[h.index("Metric Value")] for r in rows[1:]
+             if r[h.index("Metric Name")] == "Waves Per SM"}
+    assert waves["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"] == "1"
+    d = diag(stores("ncu_only", NCU_DETAILS))
+    g = next(f for f in d.findings if f.subject == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    assert ", 1 wave" in g.summary and "1 waves" not in g.summary
+    units = {"ns", "ms", "µs", "s", "pts"}
+    for key, paths in (("ncu_only", (NCU_DETAILS,)), ("b1", (DECODE_B1,)), ("graphs", (GRAPHS,)),
+                       ("mixed_unmatched", (DECODE_B1, NCU_DETAILS))):
+        d = diag(stores(key, *paths))
+        for text in (to_text(d), to_markdown(d)):
+            bad = [m.group(0) for m in re.finditer(r"(?<![\d.,])1 ([a-z][a-z-]*s)\b", text) if m.group(1) not in units]
+            assert not bad, (key, bad)
+    # evidence: 'first 5 of 10 rows' above exactly 5 rows (the query has LIMIT 10)
+    lines = to_text(diag(stores("b1", DECODE_B1))).splitlines()
+    k = next(i for i, line in enumerate(lines) if "evidence (idle_gaps, first 5 of 10 rows)" in line)
+    assert "LIMIT 10" in lines[k]
+    body = lines[k + 3:]
+    assert len(list(itertools.takewhile(lambda line: line.startswith("            ") and line.strip(), body))) == 5

@@ -15,6 +15,7 @@ from conftest import FIXTURES, need
 from tracekit import parallel, schema
 from tracekit.adapters.base import TraceError
 from tracekit.cli import main
+from tracekit.store import StoreError
 
 RANK0 = FIXTURES / "kineto" / "ddp_rank0.json.gz"
 RANK1 = FIXTURES / "kineto" / "ddp_rank1.json.gz"
@@ -161,7 +162,7 @@ def test_jobs_1_is_the_serial_path(tmp_path, monkeypatch):
     code, out, err = run("convert", RANK0, RANK1, NCU, "--db", db, "--jobs", 1)
     assert code == 0, err
     assert [l.split(" ")[0] for l in out.splitlines()] == ["[0]", "[1]", "[2]"]
-    code, out, err = run("convert", RANK0, "--db", db, "--jobs", 8)
+    code, out, err = run("convert", RANK0, "--db", db, "--jobs", 8, "--allow-duplicate")
     assert code == 0 and out.startswith("[3] ")
     assert one(db, "SELECT count(*) FROM kernels") == [(388 * 3,)]
 
@@ -216,7 +217,11 @@ def test_python_api(tmp_path):
     # a bad input raises, and the store is left as it was
     before = rows(b)
     with pytest.raises(TraceError, match="no such file"):
-        tracekit.convert([RANK0, tmp_path / "missing.json"], db=b, jobs=2)
+        tracekit.convert([RANK0, tmp_path / "missing.json"], db=b, jobs=2, allow_duplicate=True)
+    assert rows(b) == before
+    # an input already in the store is refused before anything is converted
+    with pytest.raises(StoreError, match=r"already in .* as source 1 .*allow_duplicate=True"):
+        tracekit.convert([NSYS, RANK1], db=b, jobs=2)
     assert rows(b) == before
 
 

@@ -168,7 +168,7 @@ def test_readers_while_converting(store, tmp_path):
                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
     time.sleep(0.5)
     for _ in range(3):  # several conversions into the same store while the readers run
-        w = cli("convert", "-q", NSYS2, "--db", store, timeout=300)
+        w = cli("convert", "-q", NSYS2, "--db", store, "--allow-duplicate", timeout=300)
         assert w.returncode == 0, w.stderr
     # the CLI as a reader too
     r = cli("sql", "select count(*) as n from sources", "--db", store, "--format", "csv")

@@ -16,14 +16,24 @@ def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
     return Store(path, read_only=read_only, sandbox=sandbox)
 
 
-def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False):
+def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False, allow_duplicate=False):
     """Convert trace files into a store; returns the per-source summaries.  A bad input raises
     (TraceError) and leaves the store as it was.  ``jobs``: convert up to that many inputs at once,
     each in a worker process (None: one per CPU); the store is the same as with ``jobs=1``
     (tracekit/parallel.py).  ``own_process``: the caller owns this process, so the conversion may
     pause the garbage collector and switch pyarrow's memory pool while it runs (~10 % faster;
-    store.OWN_PROCESS); by default it changes nothing process-wide."""
+    store.OWN_PROCESS); by default it changes nothing process-wide.  An input whose content is
+    already a source of the store, or given twice, raises StoreError and nothing is converted,
+    unless ``allow_duplicate`` (tracekit/fingerprint.py)."""
     from . import store
+    from .fingerprint import check_inputs, record
+    from .native import missing_notice
+
+    note = missing_notice()
+    if note:
+        import warnings
+
+        warnings.warn(note.removeprefix("tracekit: note: "), RuntimeWarning, stacklevel=2)
     from .parallel import convert_inputs
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
@@ -32,10 +42,13 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
     store.OWN_PROCESS = was or own_process
     try:
         with store.writing(db, replace=replace) as st:
+            fps = check_inputs(st, paths, allow_duplicate, replace_flag="replace=True",
+                               allow_flag="allow_duplicate=True")
             out = []
-            for o in convert_inputs(st, paths, jobs=jobs):  # jobs=1: one after the other, here
+            for o, fp in zip(convert_inputs(st, paths, jobs=jobs), fps):  # jobs=1: one after the other, here
                 if o.error is not None:
                     raise o.error
+                record(st, o.summary.source_id, fp)
                 out.append(o.summary)
             return out
     finally:

@@ -28,6 +28,19 @@ from pathlib import Path
 from .store import DEFAULT_DB, SourceSummary, writing
 
 
+def _torch():
+    """torch, or ModuleNotFoundError in one line saying how to install it (the `capture` extra)."""
+    try:
+        import torch
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise ModuleNotFoundError("tracekit.profile() needs PyTorch, which is not installed: "
+                                  "pip install 'tracekit[capture]' (or PyTorch for your CUDA version "
+                                  "from pytorch.org)", name="torch") from None
+    return torch
+
+
 def _under_nsys() -> bool:
     return any(k.startswith("NSYS_") for k in os.environ)
 
@@ -90,8 +103,9 @@ def profile(db: str | os.PathLike = DEFAULT_DB, *, trace: str | os.PathLike | No
     ``trace``: where the Chrome trace goes (default ``<db dir>/tracekit-<UTC time>.json.gz``);
     ``replace``: start the store afresh; ``nvtx``: also emit NVTX for every op (default: when
     running under nsys); other keyword arguments go to ``torch.profiler.profile`` (e.g. a
-    ``schedule``; then call ``cap.step()`` per iteration)."""
-    import torch
+    ``schedule``; then call ``cap.step()`` per iteration).  Without torch it raises
+    ModuleNotFoundError in one line with the install hint."""
+    torch = _torch()
     from torch.profiler import ProfilerActivity
 
     db = Path(db)
@@ -113,8 +127,11 @@ def profile(db: str | os.PathLike = DEFAULT_DB, *, trace: str | os.PathLike | No
             torch.cuda.synchronize()
     _export(cap.prof, cap.trace)
     cap.prof = None
+    from .fingerprint import fingerprint, record
+
     with writing(db, replace=replace) as st:
         cap.summary = st.convert(cap.trace, rank=rank)
+        record(st, cap.summary.source_id, fingerprint(cap.trace))  # a later convert of it is refused
 
 
 def _export(prof, path: Path) -> None:

@@ -12,7 +12,7 @@ import duckdb
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
-from .names import printable
+from .names import plural, printable
 from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
@@ -59,12 +59,15 @@ def entry():
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
 @click.option("--strict", is_flag=True, help="Fail an input when any of its rows would be skipped.")
+@click.option("--allow-duplicate", is_flag=True,
+              help="Add an input even when the store already has a source with the same content "
+                   "(or it is given twice); by default that is refused and nothing is converted.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
               help="Convert up to N inputs at once, each in its own process (default: the number "
                    "of CPUs; 1: one after the other in this process). The store is the same either "
                    "way: same source ids, rows and order.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet):
+def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -74,7 +77,9 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
     Converting into an existing store adds sources: that is how traces are merged.
     Prints one line per source: rows per table, rows skipped and why. The store is replaced
     atomically at the end, so readers never see a half-written store; an input that fails
-    adds nothing (exit status 2).
+    adds nothing (exit status 2). An input whose content is already a source of the store (or
+    given twice) is refused and nothing is converted: --replace starts afresh, --allow-duplicate
+    adds it anyway.
 
     Several inputs (e.g. the ranks of a job) convert in parallel, up to --jobs at once, each in
     its own process; they are merged into the store in input order, so source ids follow the
@@ -88,14 +93,23 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
     for p in inputs:
         if Path(db).exists() and p.exists() and os.path.samefile(p, db):
             _fail(f"{db}: is also an input; the store would overwrite it: choose another --db")
+    from .native import missing_notice
+
+    note = missing_notice()
+    if note:  # pip install -q hid hatch_build.py's warning
+        click.echo(note, err=True)
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
-        _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet)
+        _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
+                          allow_duplicate)
         return
+    from .fingerprint import check_inputs, record
+
     failed = 0
     try:
         with writing(db, replace=replace) as store:
-            for p in inputs:
+            fps = check_inputs(store, inputs, allow_duplicate)
+            for p, fp in zip(inputs, fps):
                 try:
                     summary = _convert_one(store, p, fmt, rank, strict, quiet)
                 except TraceError as e:
@@ -108,6 +122,7 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jo
                     click.echo(f"tracekit: error: {error_line(p, e)}", err=True)
                     failed += 1
                     continue
+                record(store, summary.source_id, fp)
                 click.echo(summary.one_line())
             _keep_or_roll_back(db, replace, failed, len(inputs))
             if parquet_dir:
@@ -191,8 +206,10 @@ def _export(store: Store, parquet_dir: Path, partitioned: bool) -> None:
         click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
 
 
-def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet):
+def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
+                      allow_duplicate=False):
     """`convert` with a process pool (tracekit/parallel.py): the same lines, errors and store."""
+    from .fingerprint import check_inputs, record
     from .parallel import convert_inputs, error_line
 
     failed = 0
@@ -200,6 +217,7 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
         p.stat().st_size for p in inputs if p.is_file()) > 20_000_000
     try:
         with writing(db, replace=replace) as store:
+            fps = check_inputs(store, inputs, allow_duplicate)
             bar = None
             if show:
                 bar = click.progressbar(length=1000, label=f"converting {len(inputs)} inputs "
@@ -214,8 +232,8 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
                         bar.update(p - pos[0])
                         pos[0] = p
 
-                for out in convert_inputs(store, inputs, jobs=jobs, format=fmt, rank=rank, strict=strict,
-                                          progress=progress if show else None):
+                for out, fp in zip(convert_inputs(store, inputs, jobs=jobs, format=fmt, rank=rank, strict=strict,
+                                                  progress=progress if show else None), fps):
                     if bar is not None:  # the line goes where the bar was; the bar is drawn again below
                         sys.stderr.write("\r\x1b[K")
                         sys.stderr.flush()
@@ -223,6 +241,7 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
                         click.echo(f"tracekit: error: {error_line(out.path, out.error)}", err=True)
                         failed += 1
                     else:
+                        record(store, out.summary.source_id, fp)
                         click.echo(out.summary.one_line())
                     if bar is not None:
                         bar.render_progress()
@@ -386,7 +405,7 @@ def _table_text(tbl, max_rows: int) -> str:
         return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [line(names), line(["-" * w for w in widths])] + [line(r) for r in rows]
     if shown.num_rows < n:
-        out.append(f"... {n - shown.num_rows:,} more rows (use --max-rows 0 or --format csv)")
+        out.append(f"... {plural(n - shown.num_rows, 'more row')} (use --max-rows 0 or --format csv)")
     out.append(f"({n:,} row{'s' if n != 1 else ''})")
     return "\n".join(out)
 

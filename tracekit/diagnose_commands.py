@@ -148,9 +148,12 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
               help="Write to this file instead of standard output.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a diagnose threshold for the finding comparison (see `tracekit diagnose -h`).")
-@click.option("--max-kernels", default=25, show_default=True, help="Kernel rows shown by text / markdown.")
+@click.option("--max-rows", "--max-kernels", "max_rows", default=25, show_default=True,
+              type=click.IntRange(min=1),
+              help="Rows shown per section (kernels, phases, findings) by text / markdown, largest "
+                   "changes first; then 'and K more' (json lists all).")
 def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fmt, output, thresholds,
-             max_kernels):
+             max_rows):
     """Before/after of two captures: per kernel (base name) and per phase, count and time changes,
     new and vanished kernels, and the change of each diagnose finding.
 
@@ -190,7 +193,7 @@ def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fm
 
         text = orjson.dumps(r, option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
     elif fmt == "markdown":
-        text = F.to_markdown(r, max_kernels)
+        text = F.to_markdown(r, max_rows)
     else:
-        text = F.to_text(r, max_kernels)
+        text = F.to_text(r, max_rows)
     _write(text, output)

@@ -12,12 +12,15 @@ capture). For each side the numbers come from the views:
   BASE), 'changed'/'same', or 'in_graphs' (only on one side, and the other side is a graph-level
   trace: its graphs are whole-graph rows, `tk_is_graph_span`, whose kernels were not traced one
   by one); kernel counts and time never include whole-graph rows (they are reported apart);
-* phases   — per phase name present on either side (`phases`, `phase_idle`): instances, time per
-  instance, GPU busy and host_wait idle per instance;
+* phases   — per phase name present on either side (`phases`, `phase_idle`; names matched
+  without '#N' and without emit_nvtx's per-call ids, `tk_phase`): instances, time per instance,
+  GPU busy and host_wait idle per instance; largest change of wall time per instance first;
 * findings — the findings of `tracekit diagnose` on each side, matched by code and subject:
-  'resolved', 'new', 'better' / 'worse' (share at stake down / up by more than 1 point), 'same'.
+  'resolved', 'new', 'better' / 'worse' (share at stake down / up by more than 1 point), 'same';
+  largest change of share first.
 
-Changes are NEW - BASE; ``change_pct`` = 100 * (NEW - BASE) / BASE.
+Changes are NEW - BASE; ``change_pct`` = 100 * (NEW - BASE) / BASE. The text and Markdown show
+at most ``max_rows`` rows per section (then "and K more"); JSON has every row.
 """
 
 from __future__ import annotations
@@ -229,6 +232,7 @@ def diff(base: Side, new: Side, thresholds: dict[str, float] | None = None, evid
                 row[f"base_{key}_per_instance"], row[f"new_{key}_per_instance"] = va, vb
                 row[f"{key}_per_instance_change_pct"] = _change(va, vb)[1]
             phases.append(row)
+        phases.sort(key=lambda p: -_phase_change(p))
 
     db_ = diagnose(base.store, base.source_id, base.phase, thresholds, evidence_rows)
     dn_ = diagnose(new.store, new.source_id, new.phase, thresholds, evidence_rows)
@@ -241,6 +245,13 @@ def diff(base: Side, new: Side, thresholds: dict[str, float] | None = None, evid
         "kernels": kernels, "phases": phases, "findings": findings,
         "thresholds": th,
     }
+
+
+def _phase_change(p: dict) -> float:
+    """How much a phase changed: |new - base| wall time per instance (a phase on one side only:
+    its wall time per instance)."""
+    a, b = p["base_wall_ns_per_instance"], p["new_wall_ns_per_instance"]
+    return abs((b or 0) - (a or 0))
 
 
 def _finding_changes(db_: Diagnosis, dn_: Diagnosis, sb: int, sn: int) -> list[dict]:
@@ -269,6 +280,7 @@ def _finding_changes(db_: Diagnosis, dn_: Diagnosis, sb: int, sn: int) -> list[d
             "base_time_ns": a.time_ns if a else None, "new_time_ns": b.time_ns if b else None,
             "base_summary": a.summary if a else None, "new_summary": b.summary if b else None,
         })
+    rows.sort(key=lambda r: -abs((r["new_share_pct"] or 0) - (r["base_share_pct"] or 0)))
     return rows
 
 
@@ -298,22 +310,28 @@ def _chg(d, pct, unit):
     return s
 
 
-def _rows(r: dict, max_kernels: int):
+def _rows(r: dict, max_rows: int):
     summ = [[x["label"], _fmt(x["base"], x["unit"]), _fmt(x["new"], x["unit"]),
              _chg(x["change"], x["change_pct"], x["unit"])] for x in r["summary"]]
     kern = [[k["status"], k["short_name"], f"{k['base_count']:,}", f"{k['new_count']:,}",
              fmt_ns(k["base_ns"]), fmt_ns(k["new_ns"]), _chg(k["time_change_ns"], k["time_change_pct"], "ns")]
-            for k in r["kernels"][:max_kernels]]
+            for k in r["kernels"][:max_rows]]
     ph = [[p["phase"], p["status"], cell(p["base_instances"]), cell(p["new_instances"]),
            _fmt(p["base_wall_ns_per_instance"], "ns"), _fmt(p["new_wall_ns_per_instance"], "ns"),
            _fmt(p["base_busy_ns_per_instance"], "ns"), _fmt(p["new_busy_ns_per_instance"], "ns"),
            _fmt(p["base_host_wait_ns_per_instance"], "ns"), _fmt(p["new_host_wait_ns_per_instance"], "ns")]
-          for p in r["phases"]]
+          for p in r["phases"][:max_rows]]
     fnd = [[f["code"], f["subject"] or "", f["status"],
             f"{f['base_severity']} {fmt_pct(f['base_share_pct'])}" if f["base_severity"] else "—",
             f"{f['new_severity']} {fmt_pct(f['new_share_pct'])}" if f["new_severity"] else "—"]
-           for f in r["findings"]]
+           for f in r["findings"][:max_rows]]
     return summ, kern, ph, fnd
+
+
+def _more(r: dict, section: str, max_rows: int) -> list[str]:
+    """The line after a capped section: how many rows it left out."""
+    k = len(r[section]) - max_rows
+    return [f"... and {k:,} more {section[:-1] if k == 1 else section} (--format json lists all)"] if k > 0 else []
 
 
 SUMMARY_COLS = ["metric", "base", "new", "change"]
@@ -327,8 +345,9 @@ def _side_label(s: dict) -> str:
     return (f"{s['db']} source {s['source_id']}" + (f" phase {s['phase']}" if s["phase"] else ""))
 
 
-def to_text(r: dict, max_kernels: int = 25) -> str:
-    summ, kern, ph, fnd = _rows(r, max_kernels)
+def to_text(r: dict, max_rows: int = 25) -> str:
+    """The report as text: at most ``max_rows`` rows per section (largest changes first)."""
+    summ, kern, ph, fnd = _rows(r, max_rows)
     nk = {s: sum(1 for k in r["kernels"] if k["status"] == s)
           for s in ("new", "vanished", "changed", "same", "in_graphs")}
     out = ["tracekit diff", f"  base: {_side_label(r['base'])}", f"  new:  {_side_label(r['new'])}", ""]
@@ -337,25 +356,27 @@ def to_text(r: dict, max_kernels: int = 25) -> str:
                 f"{nk['same']} same" + (f", {nk['in_graphs']} inside whole-graph rows of the other side "
                                         "(traced per graph, not per kernel)" if nk["in_graphs"] else "")
              + "; largest time changes first"]
-    out += table(KERNEL_COLS, kern, 44)
-    if len(r["kernels"]) > max_kernels:
-        out.append(f"... {len(r['kernels']) - max_kernels} more (--format json lists all)")
+    out += table(KERNEL_COLS, kern, 44) + _more(r, "kernels", max_rows)
     if ph:
-        out += ["", "phases (per instance)"] + table(PHASE_COLS, ph, 32)
-    out += ["", "findings"] + (table(FINDING_COLS, fnd, 44) if fnd else ["  none on either side"])
+        out += (["", "phases (per instance; largest changes first)"] + table(PHASE_COLS, ph, 32)
+                + _more(r, "phases", max_rows))
+    out += ["", "findings"] + (table(FINDING_COLS, fnd, 44) + _more(r, "findings", max_rows) if fnd
+                               else ["  none on either side"])
     return "\n".join(out) + "\n"
 
 
-def to_markdown(r: dict, max_kernels: int = 50) -> str:
-    summ, kern, ph, fnd = _rows(r, max_kernels)
+def to_markdown(r: dict, max_rows: int = 50) -> str:
+    """The report as Markdown: at most ``max_rows`` rows per section (largest changes first)."""
+    summ, kern, ph, fnd = _rows(r, max_rows)
 
     def md(cols, rows):
         esc = [[str(c).replace("|", "\\|") for c in row] for row in rows]
         return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + ["| " + " | ".join(x) + " |" for x in esc]
     out = ["# tracekit diff", "", f"- base: `{_side_label(r['base'])}`", f"- new: `{_side_label(r['new'])}`", "",
            "## Summary", ""] + md(SUMMARY_COLS, summ)
-    out += ["", "## Kernels", ""] + md(KERNEL_COLS, kern)
+    more = lambda sec: ["", *_more(r, sec, max_rows)] if len(r[sec]) > max_rows else []  # noqa: E731
+    out += ["", "## Kernels", ""] + md(KERNEL_COLS, kern) + more("kernels")
     if ph:
-        out += ["", "## Phases (per instance)", ""] + md(PHASE_COLS, ph)
-    out += ["", "## Findings", ""] + (md(FINDING_COLS, fnd) if fnd else ["none on either side"])
+        out += ["", "## Phases (per instance)", ""] + md(PHASE_COLS, ph) + more("phases")
+    out += ["", "## Findings", ""] + (md(FINDING_COLS, fnd) + more("findings") if fnd else ["none on either side"])
     return "\n".join(out) + "\n"

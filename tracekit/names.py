@@ -6,6 +6,7 @@
 * ``api_base_name``: a CUDA API name without nsys's version suffix (``cudaLaunchKernel_v7000``).
 * ``printable``: text as a terminal may show it: control characters (escape sequences, carriage
   returns, bells: anything a kernel or NVTX name may carry) written as ``\x1b``-style escapes.
+* ``plural``: a count and its noun for user-facing text, '1 kernel', '2,808 kernels', '0.97 waves'.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def printable(text: str, keep_newlines: bool = False) -> str:
 
 
 _CONTROL_NL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def plural(n, noun: str, spec: str = ",", nouns: str | None = None) -> str:
+    """``n`` formatted with ``spec``, then the noun: singular when the number reads exactly '1'
+    (1.0 with spec '.2g' gives '1 wave'), else ``nouns`` (default: the noun + 's')."""
+    text = format(n, spec)
+    return f"{text} {noun if text == '1' else nouns or noun + 's'}"
 
 
 def api_base_name(name: str) -> str:

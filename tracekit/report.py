@@ -24,6 +24,7 @@ import math
 
 from . import __version__
 from .diagnose import CODES, IDLE_CAUSES, Diagnosis, Query, cell, command, fmt_ns, fmt_pct
+from .names import plural
 
 CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "runtime_compile": "#8c564b", "kernel_wait": "#ff7f0e",
                 "other": "#7f7f7f", "outside": "#c7c7c7", "busy": "#2ca02c"}
@@ -285,7 +286,7 @@ def _shape_roofline(p: _Plots, q: Query, src: dict) -> None:
 def _evidence_html(e) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in e.columns)
     body = "".join("<tr>" + "".join(f"<td>{_e(cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
-    more = f" (first {len(e.rows)} of {e.total_rows} rows)" if e.total_rows > len(e.rows) else ""
+    more = f" (first {len(e.rows)} of {plural(e.total_rows, 'row')})" if e.total_rows > len(e.rows) else ""
     return (f"<details><summary>evidence: <code>{_e(e.view)}</code>{more}</summary>"
             f"<pre>{_e(command(e.query))}</pre>"
             f"<div class='tbl'><table><tr>{head}</tr>{body}</table></div></details>")
@@ -379,4 +380,4 @@ def render_html(store, d: Diagnosis) -> str:
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>tracekit diagnose — {_e(d.db)}</title><style>{CSS}</style>"
             f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            + "\n".join(body) + f"<div class='meta' style='margin-top:32px'>{p.n} plots</div></body></html>\n")
+            + "\n".join(body) + f"<div class='meta' style='margin-top:32px'>{plural(p.n, 'plot')}</div></body></html>\n")

@@ -278,8 +278,10 @@ class Store:
             acc = adapter.accounting
             lost = acc.lost
             if strict and lost:
+                from .names import plural
+
                 reason, n = lost.most_common(1)[0]
-                raise TraceError(path, f"{sum(lost.values()):,} input rows would be skipped "
+                raise TraceError(path, f"{plural(sum(lost.values()), 'input row')} would be skipped "
                                  f"(e.g. {n:,}: {reason})", "drop --strict to convert the rest")
             info = dict(adapter.source)
             if rank is not None:

@@ -2,7 +2,10 @@
 --
 -- tk_phase(name) -> VARCHAR
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
---   '#<number>' (ProfilerStep#12 -> ProfilerStep), so the instances of a step share one phase.
+--   '#<number>' (ProfilerStep#12 -> ProfilerStep), so the instances of a step share one phase,
+--   and without the per-call fields torch's emit_nvtx appends (from the first ', seq = N',
+--   ', stashed seq = N' or ', op_id = N' on: 'prefill, op_id = 3777' -> 'prefill',
+--   'MmBackward0, seq = 12' -> 'MmBackward0'), so the calls of one name share one phase.
 --
 -- tk_is_phase_range(category, is_instant, name) -> BOOLEAN
 --   an `events` row that is an instance of a phase: a record_function annotation
@@ -60,7 +63,8 @@
 --   'other'          any other kernel whose name contains 'Memcpy' or 'Sync', or starts with
 --                    'Memset' (HTA's rule: not computation)
 --   'compute'        every other kernel (whole-graph rows of an nsys graph-level capture too)
-CREATE OR REPLACE MACRO tk_phase(name) AS regexp_replace(name, '#[0-9]+$', '');
+CREATE OR REPLACE MACRO tk_phase(name) AS
+    regexp_replace(regexp_replace(name, ', (stashed seq|seq|op_id) = [0-9]+(,.*)?$', ''), '#[0-9]+$', '');
 
 CREATE OR REPLACE MACRO tk_is_op_range(category, name) AS
     (category = 'cpu_op'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..names import printable
+from ..names import plural, printable
 from .model import SEVERITIES, Diagnosis, Finding, fmt_ns, fmt_pct
 
 # --------------------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def _source_header(d: Diagnosis, sid) -> str:
         if dv["source_id"] == sid:
             head += (f"\n  GPU {dv['device_id']}{' phase ' + dv['phase'] if dv['phase'] else ''}: "
                      f"window {fmt_ns(dv['window_ns'])}, busy {fmt_ns(dv['busy_ns'])} "
-                     f"({fmt_pct(dv['utilization_pct'])}), {dv['kernels']:,} kernels "
+                     f"({fmt_pct(dv['utilization_pct'])}), {plural(dv['kernels'], 'kernel')} "
                      f"({fmt_ns(dv['kernel_ns'])})")
     return head
 
@@ -95,7 +95,8 @@ def to_text(d: Diagnosis, evidence: int = 5) -> str:
             out.append(f"          remedy: {f.remedy}")
             if evidence:
                 for e in f.evidence:
-                    more = f", {e.total_rows} rows" if e.total_rows > min(evidence, len(e.rows)) else ""
+                    shown = min(evidence, len(e.rows))  # what is printed below, of what the query gave
+                    more = f", first {shown} of {plural(e.total_rows, 'row')}" if e.total_rows > shown else ""
                     out.append(f"          evidence ({e.view}{more}): {command(e.query)}")
                     for line in table(e.columns, e.rows[:evidence], 28):
                         out.append("            " + line)
@@ -130,8 +131,9 @@ def to_markdown(d: Diagnosis, evidence: int = 10) -> str:
             out += ["", f"### {f.severity}: `{f.code}` — {f.title}", "", f.summary + ".", "",
                     f"**Remedy:** {f.remedy}", ""]
             for e in f.evidence[:]:
-                out += [f"Evidence from `{e.view}` ({e.total_rows} rows"
-                        + (f", first {min(evidence, len(e.rows))}" if e.total_rows > evidence else "") + "):", "",
+                shown = min(evidence, len(e.rows))
+                out += [f"Evidence from `{e.view}` ({plural(e.total_rows, 'row')}"
+                        + (f", first {shown}" if e.total_rows > shown else "") + "):", "",
                         "```sql", e.query, "```", ""]
                 if e.rows:
                     out.append("| " + " | ".join(e.columns) + " |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .model import (REMEDIES, SEVERITIES, DiagnoseError, Diagnosis, Evidence, Finding, _pct, _round,
                     apply_view_params, fmt_ns, fmt_pct, lit, resolve_thresholds)
+from ..names import plural
 from .scopes import Query, Scope, _phase_rows, _phase_scope, _source_scopes
 
 def _severity(share: float | None, th: dict[str, float]) -> str:
@@ -168,7 +169,7 @@ class _Rules:
             return None
         code = "launch_bound" if self._launch_not_host(s) else "host_bound"
         n, med = s.gaps.get("host_wait", (None, None))
-        gaps_txt = f"{n:,} gaps where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
+        gaps_txt = f"{plural(n, 'gap')} where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
         phases = self._phase_verdicts(s, self._is_launch_bound) if code == "launch_bound" else None
         ev = []
         host = None  # what the host did in the longest gaps (host_bound only)
@@ -187,17 +188,17 @@ class _Rules:
             ev.append(self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}"))
         per_launch = ""
         if s.phase is not None and s.launch_calls:
-            per_launch = f", {s.launch_calls:,} launch calls for {s.kernels:,} kernels"
+            per_launch = f", {plural(s.launch_calls, 'launch call')} for {plural(s.kernels, 'kernel')}"
         med_k = f", median kernel {fmt_ns(s.med_kernel_ns)}" if s.med_kernel_ns is not None else ""
         summary = (f"{gaps_txt}{fmt_ns(hw_ns)} idle in all ({fmt_pct(hw)} of {fmt_ns(s.window_ns)}); "
-                   f"{s.short_kernels:,} of {s.launched:,} kernels ({fmt_pct(s.short_pct)}) ran shorter "
+                   f"{s.short_kernels:,} of {plural(s.launched, 'kernel')} ({fmt_pct(s.short_pct)}) ran shorter "
                    f"than their launch call{med_k}{per_launch}")
         summary += self._phases_line(phases, "launch-bound")
         if host and host.rows:
             ops = [r[2] for r in host.rows if r[2]]
             top = max(set(ops), key=ops.count) if ops else None
             if top:
-                summary += (f"; in {ops.count(top)} of the {len(host.rows)} longest gaps the host was in {top}")
+                summary += (f"; in {ops.count(top)} of the {plural(len(host.rows), 'longest gap')} the host was in {top}")
         return self.finding(code, hw, hw_ns, s.window_ns, s, summary,
                             metrics={"host_wait_ns": hw_ns, "host_wait_pct": hw, "short_pct": s.short_pct,
                                      "short_kernels": s.short_kernels, "launched": s.launched,
@@ -244,7 +245,7 @@ class _Rules:
         if top and top[0].get("call_site"):
             site = f"; most in {top[0]['name']} ({top[0]['kind']}) at {top[0]['call_site']}"
         n, _ = s.gaps.get("sync_wait", (None, None))
-        gaps_txt = f"{n:,} gaps, " if n else ""
+        gaps_txt = f"{plural(n, 'gap')}, " if n else ""
         phases = None
         if s.phase is None and q.has("phase_instances"):
             pq = f"""SELECT i.phase, any_value(n.instances) AS instances, count(*) AS calls,
@@ -268,10 +269,10 @@ class _Rules:
         per_phase = ""
         if phases:
             per_phase = "; per phase instance: " + ", ".join(
-                f"{p} {v['per_instance']:g} ({v['instances']} instances)" for p, v in phases.items())
+                f"{p} {v['per_instance']:g} ({plural(v['instances'], 'instance')})" for p, v in phases.items())
         return self.finding(
             "sync_stall", sw, sw_ns, s.window_ns, s,
-            f"{calls:,} synchronizing calls{per} blocked the host {fmt_ns(host_ns)}{site}; "
+            f"{plural(calls, 'synchronizing call')}{per} blocked the host {fmt_ns(host_ns)}{site}; "
             f"the GPU sat idle {fmt_ns(sw_ns)} ({gaps_txt}{fmt_pct(sw)} of the window) while the host waited"
             + per_phase,
             metrics={"sync_wait_ns": sw_ns, "sync_wait_pct": sw, "host_blocked_ns": host_ns,
@@ -314,8 +315,8 @@ class _Rules:
         calls = q.dicts(cq)
         n_calls = sum(r["calls"] for r in calls)
         n, med = s.gaps.get("runtime_compile", (None, None))
-        gaps_txt = f"{n:,} gaps, median {fmt_ns(med)}, " if n else ""
-        per = f", {s.instances} instances of {s.phase}" if s.phase is not None and s.instances else ""
+        gaps_txt = f"{plural(n, 'gap')}, median {fmt_ns(med)}, " if n else ""
+        per = f", {plural(s.instances, 'instance')} of {s.phase}" if s.phase is not None and s.instances else ""
         ev = [q.evidence("api_calls", cq)]
         ev.append(self._gap_evidence(s, "runtime_compile"))
         if s.phase is None:
@@ -323,8 +324,8 @@ class _Rules:
         return self.finding(
             "runtime_compile", share, c_ns, s.window_ns, s,
             f"the GPU sat idle {fmt_ns(c_ns)} ({gaps_txt}{fmt_pct(share)} of the window{per}) while the host "
-            f"loaded or compiled GPU code: {n_calls:,} code-loading calls"
-            + (f", most {calls[0]['name']} ({calls[0]['calls']:,} calls, {fmt_ns(calls[0]['total_ns'])})" if calls else "")
+            f"loaded or compiled GPU code: {plural(n_calls, 'code-loading call')}"
+            + (f", most {calls[0]['name']} ({plural(calls[0]['calls'], 'call')}, {fmt_ns(calls[0]['total_ns'])})" if calls else "")
             + "; a new kernel built at run time (e.g. one per new shape), not launch overhead",
             metrics={"runtime_compile_ns": c_ns, "compile_calls": n_calls,
                      "compile_call_ns": sum(r["total_ns"] or 0 for r in calls)},
@@ -347,11 +348,11 @@ class _Rules:
         ranges = f" (ranges there: {', '.join(other[:5])}{', ...' if len(other) > 5 else ''})" if other else ""
         comp = ""
         if st["startup_compile_calls"]:
-            comp = (f"; {st['startup_compile_calls']:,} code-loading calls before the first step "
+            comp = (f"; {plural(st['startup_compile_calls'], 'code-loading call')} before the first step "
                     f"({fmt_ns(st['startup_compile_ns'])})")
         return self.finding(
             "startup", _pct(out_ns, dev_ns), out_ns, dev_ns, s, severity="low", of="captured GPU window",
-            summary=(f"the findings judge the steady state: {st['steps']:,} repeated steps "
+            summary=(f"the findings judge the steady state: {plural(st['steps'], 'repeated step')} "
                      f"({st['step_phases']}), {fmt_ns(st['window_ns'])}; {fmt_ns(st['startup_ns'])} before the "
                      f"first step (GPU busy {fmt_ns(st['startup_busy_ns'])} of it) and "
                      f"{fmt_ns(st['teardown_ns'])} after the last are start-up and tear-down{ranges}{comp}"),
@@ -385,7 +386,7 @@ class _Rules:
         return self.finding(  # a pointer to the next step (ncu), not a defect: severity 'info'
             "hot_kernel", share, k["total_ns"], window_ns, s,
             f"{k['short_name']} takes {fmt_pct(k['time_pct'])} of the kernel time "
-            f"({fmt_ns(k['total_ns'])} in {k['instances']:,} launches, median {fmt_ns(k['med_ns'])})",
+            f"({fmt_ns(k['total_ns'])} in {plural(k['instances'], 'launch', nouns='launches')}, median {fmt_ns(k['med_ns'])})",
             severity="info", subject=k["short_name"], device_id=None,
             metrics={"time_pct": k["time_pct"], "total_ns": k["total_ns"], "instances": k["instances"]},
             evidence=[q.evidence(view, hq)])
@@ -476,7 +477,7 @@ class _Rules:
             x = lat[0]
             parts.append(f"latency-bound matmuls take {fmt_pct(tot)} of the matmul GPU time, the largest "
                          f"{x['op']} {x['shapes']} at {fmt_pct(x['pct_peak_bytes'])} of DRAM bandwidth "
-                         f"({x['calls']} calls)")
+                         f"({plural(x['calls'], 'call')})")
         top = rows[0]
         pk = top.get("peak_flops_per_s"), top.get("peak_bytes_per_s")
         peaks = (f" (roofs: {pk[0] / 1e12:.4g} TFLOP/s {top.get('dtype') or ''}, {pk[1] / 1e12:.3g} TB/s)"
@@ -543,7 +544,7 @@ class _Rules:
             if frees or n >= st["steps"]:
                 share = _pct(host, s.window_ns)
                 names = ", ".join(f"{c['calls']} {c['name']}" for c in calls)
-                parts.append(f"{n} driver allocator calls ({names}) "
+                parts.append(f"{plural(n, 'driver allocator call')} ({names}) "
                              f"inside the {st['steps']} repeated steps, {fmt_ns(host)} of host time "
                              f"({fmt_pct(share)} of the window): the caching allocator gives memory back and "
                              "takes it again on the hot path")
@@ -558,27 +559,40 @@ class _Rules:
             severity=min(sev, key=order.get), source_id=sid, device_id=dev, phase=None,
             metrics=metrics, evidence=evidence)
 
-    def ncu_only_bounds(self, sid: int) -> list[Finding]:
-        """An ncu source with no timeline in the store: classify its kernels by ncu's own time."""
+    def ncu_only_bounds(self, sid: int, unmatched: bool = False) -> list[Finding]:
+        """An ncu source with no timeline in the store: classify its kernels by ncu's own time.
+        ``unmatched``: the store has timeline sources; only the results of this source that no
+        timeline kernel matched (`ncu_timeline_match`; the matched ones are reported with the
+        timeline's kernels, `bounds`), shares of the time of those results."""
         q = self.q
         if not q.has("kernel_bounds"):
             return []
+        cond = f"source_id = {sid}"
+        of = "ncu-profiled time"
+        if unmatched:
+            if not q.has("ncu_timeline_match"):
+                return []
+            cond += (f" AND id NOT IN (SELECT ncu_id FROM ncu_timeline_match WHERE ncu_source_id = {sid}"
+                     " AND match_quality <> 'unmatched')")
         hq = f"""SELECT short_name, count(*) AS ncu_launches, sum(dur_ns)::BIGINT AS total_ns,
                         100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct,
                         mode(bound) AS bound, mode(bound_reason) AS bound_reason,
                         string_agg(DISTINCT bound, ',' ORDER BY bound) AS bounds,
                         avg(sm_pct) AS sm_pct, avg(memory_pct) AS memory_pct, avg(dram_pct) AS dram_pct,
                         mode(roofline_bound) AS roofline_bound, any_value(name) AS name
-                 FROM kernel_bounds WHERE source_id = {sid} GROUP BY short_name ORDER BY total_ns DESC"""
+                 FROM kernel_bounds WHERE {cond} GROUP BY short_name ORDER BY total_ns DESC"""
         rows = q.dicts(hq)
         total = sum(r["total_ns"] or 0 for r in rows)
         out = []
         for r in rows:
             if r["bound"] is None or r["bound"] == "balanced" or (r["time_pct"] or 0) < self.th["bound_min_pct"]:
                 continue
-            out.append(self._bound_finding(r, sid, total, None, None,
-                                           f"source_id = {sid} AND short_name = {lit(r['short_name'])}",
-                                           "ncu-profiled time", []))
+            f = self._bound_finding(r, sid, total, None, None,
+                                    f"{cond} AND short_name = {lit(r['short_name'])}", of, [])
+            if unmatched:
+                f.summary += ("; no timeline kernel in the store matched these ncu results "
+                              "(ncu_timeline_match), so the share is of this source's unmatched ncu time")
+            out.append(f)
         return out
 
     def _bound_finding(self, r, sid, window_ns, phase, scope, kcond, of, evidence) -> Finding:
@@ -611,15 +625,14 @@ class _Rules:
         detail = (f"SM {fmt_pct(r['sm_pct'])}, memory {fmt_pct(r['memory_pct'])}"
                   + (f" (busiest: {level})" if level else "")
                   + (f", DRAM {fmt_pct(r['dram_pct'])}" if r.get("dram_pct") is not None else "")
-                  + (f", {min(waves):.2g} waves" if waves else ""))
+                  + (f", {plural(min(waves), 'wave', '.2g')}" if waves else ""))
         roof = f"; roofline: {r['roofline_bound']}-bound" if r.get("roofline_bound") else ""
         if r.get("arithmetic_intensity") is not None:
             roof += f" at {r['arithmetic_intensity']:.3g} FLOP/byte"
         mixed = f" (results disagree: {r['bounds']})" if r.get("bounds") and "," in r["bounds"] else ""
         f = self.finding(
             code, _pct(r["total_ns"], window_ns), r["total_ns"], window_ns, scope,
-            f"{r['short_name']} ({fmt_pct(r['time_pct'])} of the kernel time, {r['ncu_launches']} ncu "
-            f"result{'s' if r['ncu_launches'] != 1 else ''}): {bound}-bound by ncu's rule ({reason}){mixed}: "
+            f"{r['short_name']} ({fmt_pct(r['time_pct'])} of the kernel time, {plural(r['ncu_launches'], 'ncu result')}): {bound}-bound by ncu's rule ({reason}){mixed}: "
             f"{detail}{roof}{lat}",
             of=of, source_id=sid, device_id=None, phase=phase,
             subject=r["short_name"],
@@ -703,7 +716,7 @@ class _Rules:
                      FROM rank_imbalance WHERE job_id = {job} ORDER BY skew_ns DESC, seq, rank LIMIT 10"""
             out.append(self.finding(
                 "rank_imbalance", share, waiter["wait_ns"], win, None,
-                f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {n_coll} collectives "
+                f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {plural(n_coll, 'collective')} "
                 f"({fmt_pct(share)} of its GPU window) for rank {slow['rank']}, which arrived last in "
                 f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}; "
                 f"the transfers themselves took {fmt_ns(waiter['transfer_ns'])} (`collectives` has each one's "
@@ -756,8 +769,11 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
     for src in srcs:
         sid = src["source_id"]
         if src["format"] == "ncu":
-            if not timeline:
-                findings += rules.ncu_only_bounds(sid)
+            # without a timeline: every result by ncu's own time; beside one: the results that no
+            # timeline kernel matched (the matched ones come with the timeline's kernels; with
+            # --phase only those, as ncu's results have no phase of the timeline)
+            if not timeline or phase is None:
+                findings += rules.ncu_only_bounds(sid, unmatched=bool(timeline))
             continue
         if sid not in timeline:
             findings.append(rules.finding(
