@@ -282,3 +282,62 @@ def test_sql_on_a_folder_that_is_no_export(tmp_path):
     r = cli("sql", "select 1", "--db", tmp_path / "junk")
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "not a tracekit Parquet export" in r.stderr
+
+
+# -- (3) the distribution name -------------------------------------------------------------------
+HINT = re.compile(r"pip install (?:-[a-zA-Z]+ )*'?(?P<what>[^'\s`\")]+)")
+
+
+def _hints() -> list[tuple[str, str]]:
+    out = []
+    files = [*(REPO / "tracekit").rglob("*.py"), REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    for f in files:
+        for m in HINT.finditer(f.read_text()):
+            if "{" not in m.group("what"):  # install_hint's own f-string, checked below
+                out.append((str(f.relative_to(REPO)), m.group("what")))
+    return out
+
+
+def test_every_install_hint_names_the_distribution():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["name"] == tracekit.DISTRIBUTION == "tracekit-gpu"
+    extras = set(project["optional-dependencies"])
+    hints = _hints()
+    assert len(hints) >= 8
+    for where, what in hints:
+        m = re.fullmatch(r"(?P<dist>[A-Za-z0-9_.-]+|\.)(?:\[(?P<extras>[a-z,]+)\])?", what)
+        assert m, (where, what)
+        if m["dist"] in ("tracekit", "tracekit-gpu", "."):
+            assert m["dist"] in (tracekit.DISTRIBUTION, "."), f"{where}: pip install {what}"
+            assert set((m["extras"] or "").split(",")) - {""} <= extras, f"{where}: pip install {what}"
+    for extra in ("report", "ncu", "capture"):
+        hint = tracekit.install_hint(extra)
+        assert f"pip install '{tracekit.DISTRIBUTION}[{extra}]'" in hint and f"pip install -e '.[{extra}]'" in hint
+
+
+def _installed_from(repo: Path) -> list:
+    """The installed distributions made from this checkout (direct_url.json: pip install [-e] .)."""
+    from importlib import metadata
+
+    urls = {repo.as_uri(), repo.resolve().as_uri()}
+    out = []
+    for d in metadata.distributions():
+        try:
+            url = json.loads(d.read_text("direct_url.json") or "{}").get("url")
+        except ValueError:
+            continue
+        if url in urls:
+            out.append(d)
+    return out
+
+
+def test_installed_distribution_is_the_one_hints_name():
+    """importlib.metadata: the distribution installed from this checkout (pip install -e ., as the
+    README and CI do) is tracekit.DISTRIBUTION, with the extras the hints name."""
+    mine = _installed_from(REPO)
+    if not mine:
+        pytest.skip(f"tracekit is not installed from this checkout ({REPO}): pip install -e .")
+    assert [d.metadata["Name"] for d in mine] == [tracekit.DISTRIBUTION]
+    assert {"report", "ncu", "capture"} <= set(mine[0].metadata.get_all("Provides-Extra") or [])

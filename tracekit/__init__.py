@@ -1,6 +1,14 @@
 """tracekit: one schema and one SQL layer for Nsight Systems, Nsight Compute and torch.profiler traces."""
 
 __version__ = "0.1.0"
+#: The distribution name (pyproject.toml's [project] name): what `pip install` takes.  The import
+#: package, the command and the store stay `tracekit`; on PyPI, `tracekit` is an unrelated project.
+DISTRIBUTION = "tracekit-gpu"
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, from an index and from a clone of the repository."""
+    return f"pip install '{DISTRIBUTION}[{extra}]' (in a clone: pip install -e '.[{extra}]')"
 
 
 def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001

@@ -91,8 +91,13 @@ def profile(db: str | os.PathLike = DEFAULT_DB, *, trace: str | os.PathLike | No
     ``replace``: start the store afresh; ``nvtx``: also emit NVTX for every op (default: when
     running under nsys); other keyword arguments go to ``torch.profiler.profile`` (e.g. a
     ``schedule``; then call ``cap.step()`` per iteration)."""
-    import torch
-    from torch.profiler import ProfilerActivity
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity
+    except ImportError:
+        from . import install_hint
+
+        raise ImportError(f"tracekit.profile needs torch: {install_hint('capture')}") from None
 
     db = Path(db)
     if trace is None:
