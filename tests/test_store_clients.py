@@ -170,6 +170,10 @@ def test_a_persisted_view_whose_macro_is_gone(db, expected, tmp_path):
     con.close()
     with tracekit.open(p) as st:
         assert st.rows(HOT) == expected["hot"]
+    tracekit.convert(DDP[:1], db=p)  # the next conversion puts it back (same digest, macro missing)
+    con = duckdb.connect(str(p), read_only=True)
+    assert con.execute("select count(distinct source_id) from hotspots").fetchone()[0] == 2
+    con.close()
 
 
 def test_old_store_gets_views_when_a_source_is_added(db, tmp_path):

@@ -740,7 +740,8 @@ def persist_views(con: duckdb.DuckDBPyConnection) -> bool:
     of their SQL).  One transaction: all or nothing.  Creating them binds every view: 0.62-0.65 s
     of CPU on one thread (registering them all TEMP: 0.57-0.59 s; `roofline` and `phase_roofline`
     the most) and +0.5 MB of file (4.7 -> 5.3 MB, decode_b1), so a store whose copies have this
-    digest and are all there is left alone (adding sources: ~0.01 s); returns whether it wrote them.
+    digest and are all there (views and macros) is left alone (adding sources: ~0.01 s); returns
+    whether it wrote them.
 
     tracekit itself never reads these copies: it creates its own as TEMP objects, which DuckDB
     resolves first (also inside a persisted view's body), so a store written by another tracekit
@@ -753,8 +754,12 @@ def persist_views(con: duckdb.DuckDBPyConnection) -> bool:
         have = {r[0] for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE database_name = $c AND schema_name = 'main'",
             {"c": cat}).fetchall()}
+        have_macros = {r[0] for r in con.execute(
+            "SELECT function_name FROM duckdb_functions() WHERE database_name = $c AND schema_name = 'main' "
+            "AND function_type IN ('macro', 'table_macro')", {"c": cat}).fetchall()}
         digest = views.digest()
-        if old.get("views_digest") == digest and {v.name for v in views.all_views()} <= have:
+        if (old.get("views_digest") == digest and {v.name for v in views.all_views()} <= have
+                and set(views.macro_names()) <= have_macros):
             con.execute("COMMIT")
             return False
         macros, names = views.persist(con)
