@@ -296,7 +296,7 @@ def test_profile_without_torch_says_how_to_install(tmp_path, monkeypatch):
         with tracekit.profile(tmp_path / "p.duckdb"):
             pass
     msg = str(e.value)
-    assert msg == ("tracekit.profile() needs PyTorch, which is not installed: pip install 'tracekit[capture]' "
-                   "(or PyTorch for your CUDA version from pytorch.org)")
+    assert msg == ("tracekit.profile() needs PyTorch, which is not installed: pip install 'tracekit-gpu[capture]' "
+                   "(in a clone: pip install -e '.[capture]') (or PyTorch for your CUDA version from pytorch.org)")
     assert e.value.name == "torch" and e.value.__suppress_context__
     assert not (tmp_path / "p.duckdb").exists()

@@ -671,7 +671,8 @@ def test_html_report_needs_plotly(stores, tmp_path, monkeypatch):
     st = stores("b1", DECODE_B1)
     r = CliRunner().invoke(main, ["diagnose", "--db", st.path, "--format", "html", "-o", str(tmp_path / "r.html")])
     assert r.exit_code == 2
-    assert r.output.strip() == "tracekit: error: the HTML report needs plotly: pip install 'tracekit[report]'"
+    assert r.output.strip() == ("tracekit: error: the HTML report needs plotly: pip install 'tracekit-gpu[report]' "
+                                "(in a clone: pip install -e '.[report]')")
 
 
 # ----------------------------------------------------------------------------------------------

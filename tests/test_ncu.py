@@ -26,7 +26,7 @@ KINETO_MM = FIXTURES / "kineto" / "matmul.json.gz"
 NSYS_MM = FIXTURES / "nsys" / "matmul.sqlite"
 REAL = {p.name: p for p in realworld("ncu")}
 try:
-    import ncu_report  # noqa: F401  (the optional tracekit[ncu] extra)
+    import ncu_report  # noqa: F401  (the optional ncu extra)
     HAVE_NCU_REPORT = True
 except ImportError:
     HAVE_NCU_REPORT = False
@@ -487,7 +487,7 @@ def test_report_without_ncu_report_or_ncu_is_a_one_line_error(tmp_path, monkeypa
     _hide_ncu_report(monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     msg = one_line_error(rep, tmp_path)
-    assert "needs NVIDIA's ncu-report package or the ncu command" in msg and "tracekit[ncu]" in msg
+    assert "needs NVIDIA's ncu-report package or the ncu command" in msg and "pip install 'tracekit-gpu[ncu]'" in msg
 
 
 def test_report_falls_back_to_ncu_import(tmp_path, monkeypatch):
@@ -527,7 +527,7 @@ NCU_TITLE_TO_REASON = {
 }
 
 
-@pytest.mark.skipif(not HAVE_NCU_REPORT, reason="needs the ncu-report package (tracekit[ncu])")
+@pytest.mark.skipif(not HAVE_NCU_REPORT, reason="needs the ncu-report package (the ncu extra)")
 @pytest.mark.parametrize("name", ["AveryClapp__ESMM-Research__profile.ncu-rep",
                                   "AveryClapp__ESMM-Research__profile_output.ncu-rep"])
 def test_bound_reproduces_ncus_own_verdict_on_every_stored_report(name, tmp_path):

@@ -1,6 +1,14 @@
 """tracekit: one schema and one SQL layer for Nsight Systems, Nsight Compute and torch.profiler traces."""
 
 __version__ = "0.1.0"
+#: The distribution name (pyproject.toml's [project] name): what `pip install` takes.  The import
+#: package, the command and the store stay `tracekit`; on PyPI, `tracekit` is an unrelated project.
+DISTRIBUTION = "tracekit-gpu"
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, from an index and from a clone of the repository."""
+    return f"pip install '{DISTRIBUTION}[{extra}]' (in a clone: pip install -e '.[{extra}]')"
 
 
 def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
@@ -10,10 +18,12 @@ def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
     A read-only store is sandboxed: its SQL cannot read or write other files, reach the network
     or load extensions, and cannot change that (``tracekit.store.SANDBOX``); pass
     ``sandbox=False`` for a store whose SQL you write yourself and that needs more.
+    ``path`` may also be the folder of a Parquet export (``convert --parquet DIR``, flat or
+    ``--partitioned``): the same views over its files (``tracekit.store.open_parquet``).
     """
-    from .store import Store
+    from . import store
 
-    return Store(path, read_only=read_only, sandbox=sandbox)
+    return store.open(path, read_only=read_only, sandbox=sandbox)
 
 
 def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False, allow_duplicate=False):

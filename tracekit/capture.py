@@ -35,8 +35,10 @@ def _torch():
     except ModuleNotFoundError as e:
         if e.name != "torch":
             raise
+        from . import install_hint
+
         raise ModuleNotFoundError("tracekit.profile() needs PyTorch, which is not installed: "
-                                  "pip install 'tracekit[capture]' (or PyTorch for your CUDA version "
+                                  f"{install_hint('capture')} (or PyTorch for your CUDA version "
                                   "from pytorch.org)", name="torch") from None
     return torch
 

@@ -14,6 +14,7 @@ from . import __version__, schema, views
 from .adapters.base import TraceError
 from .names import plural, printable
 from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
+from .store import open as open_store
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
                          help="The tracekit store (a DuckDB file).")
@@ -51,10 +52,10 @@ def entry():
 @DB_OPTION
 @click.option("--replace", is_flag=True, help="Start the store afresh instead of adding sources to it.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Also write every table as DIR/<table>.parquet.")
+              help="Also write every table as DIR/<table>.parquet (query it with tracekit sql --db DIR).")
 @click.option("--partitioned", is_flag=True,
               help="With --parquet: write the Hive-partitioned dataset DIR/<table>/source_id=<n>/ "
-                   "instead (docs/scaling.md; read it back with tracekit.store.open_parquet).")
+                   "instead (docs/scaling.md; query it with tracekit sql --db DIR).")
 @click.option("--format", "fmt", type=click.Choice(["kineto", "nsys", "ncu"]),
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
@@ -274,7 +275,9 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 
 @main.command()
 @click.argument("query")
-@DB_OPTION
+@click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(),
+              help="The tracekit store (a DuckDB file), or the folder of a Parquet export "
+                   "(convert --parquet DIR, flat or --partitioned).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
               show_default=True, help="Output format (parquet needs -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -286,10 +289,12 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
               help="Lift the sandbox: let the SQL read and write files, attach databases, load extensions.")
 def sql(query, db, fmt, output, params, max_rows, unsafe):
     """Run a SQL QUERY against the store (read-only); every view of `tracekit views` is available.
+    --db may also name a Parquet export (convert --parquet DIR): the same views over its files.
 
     The query runs sandboxed: it cannot read or write other files (COPY, read_text, glob,
     ATTACH), reach the network or load extensions, and cannot turn that off; -o is written by
-    tracekit. --unsafe lifts the sandbox (for SQL you wrote yourself).
+    tracekit (a Parquet export is then read into memory first: its own files stay out of reach
+    too). --unsafe lifts the sandbox (for SQL you wrote yourself).
 
     \b
     Examples:
@@ -297,7 +302,7 @@ def sql(query, db, fmt, output, params, max_rows, unsafe):
       tracekit sql "select * from idle_gaps order by dur_ns desc" --format csv -o gaps.csv
     """
     try:
-        store = Store(db, read_only=True, sandbox=not unsafe)
+        store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
         _fail(str(e))
     with store:

@@ -67,7 +67,7 @@ def _open(db) -> Store:
                               "(NVTX range / record_function name, '#N' suffix dropped).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
               show_default=True, help="Output format; html is a self-contained report with plots "
-                                      "(needs the 'report' extra: pip install 'tracekit[report]').")
+                                      "(needs the 'report' extra: pip install 'tracekit-gpu[report]', in a clone pip install -e '.[report]').")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",

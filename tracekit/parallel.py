@@ -78,7 +78,7 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
     ``["ok", local source_id, path, format, converted, skipped]``, ``["trace", path, what, todo]``
     or ``["internal", type name, message, traceback]``; raises only when the store itself fails."""
     out = []
-    with writing(part, replace=True) as st:
+    with writing(part, replace=True, persist=False) as st:  # views: only in the final store
         threads = os.environ.get("TRACEKIT_WORKER_THREADS")
         if threads:
             st._con.execute(f"SET threads = {int(threads)}")

@@ -14,7 +14,8 @@ Plots (plotly; its JavaScript is embedded once, so the page needs no network whe
 then the findings of the diagnosis with their evidence tables. Every plot is a
 ``<div class="tk-plot" data-plot="...">``; tests count them in the DOM after the JS ran.
 
-plotly is the optional extra ``report`` (``pip install 'tracekit[report]'``).
+plotly is the optional extra ``report`` (``pip install 'tracekit-gpu[report]'``; in a clone
+``pip install -e '.[report]'``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def check_available() -> None:
     try:
         import plotly  # noqa: F401
     except ImportError:
-        raise ReportError("the HTML report needs plotly: pip install 'tracekit[report]'") from None
+        from . import install_hint
+
+        raise ReportError(f"the HTML report needs plotly: {install_hint('report')}") from None
 
 
 def _e(s) -> str:

@@ -7,6 +7,11 @@ followed by the exact definition, a line ``-- Uses: <the views it reads, comma-s
 are created in; a test checks them against the statement.  Views are created as TEMP views, so they work
 on read-only stores and always match the installed tracekit version.
 
+A conversion also writes the library and every view into the store itself (`persist`, not TEMP),
+so any DuckDB client (the `duckdb` CLI, ``duckdb.connect('run.duckdb')`` in a notebook) finds
+them without tracekit.  DuckDB resolves a name to the TEMP object first, also inside the body of a
+persisted view, so a store's persisted copies never change what tracekit itself computes.
+
 Rules that several views share are written once, as DuckDB macros in ``sql/lib/*.sql`` (each
 file's header documents its macros); `register_library` creates them (TEMP) on a connection
 before any view.
@@ -44,6 +49,7 @@ class View:
     header: str
     sql: str
     uses: tuple[str, ...]  # the views it reads (its header's `-- Uses:` line)
+    text: str = ""  # the file as written (`CREATE OR REPLACE VIEW`: what `persist` stores)
 
 
 _USES = re.compile(r"^--\s*Uses:\s*(.*)$", re.MULTILINE)
@@ -65,7 +71,7 @@ def all_views() -> tuple[View, ...]:
             raise ValueError(f"{p}: no '-- Uses: ...' line in the header")
         uses = tuple(x.strip() for x in u.group(1).split(",") if x.strip() and x.strip() != "(tables only)")
         out.append(View(m.group(1), m.group(2).strip(), p, header,
-                        _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1), uses))
+                        _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1), uses, text))
     return tuple(out)
 
 
@@ -141,3 +147,56 @@ def register(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
             con.execute(v.sql)
         except duckdb.Error as e:
             raise RuntimeError(f"{v.path}: {str(e).splitlines()[0]}") from None
+
+
+_MACRO_NAME = re.compile(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+_CREATE_ANY = re.compile(r"CREATE\s+OR\s+REPLACE\s+(VIEW|MACRO)\s+", re.IGNORECASE)
+
+
+def macro_names() -> list[str]:
+    """The macros of the library, in file order."""
+    return [m.group(1) for p, _ in library() for m in _MACRO_NAME.finditer(p.read_text())]
+
+
+def creation_order() -> list[str]:
+    """Every view, each after the views it uses."""
+    out: list[str] = []
+    for name, order in _order().items():
+        out += [n for n in order if n not in out]
+    return out
+
+
+def digest() -> str:
+    """A hash of the library's and the views' SQL text: equal digests, equal persisted objects."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path, _ in library():
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for v in all_views():
+        h.update(v.name.encode() + b"\0" + v.text.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def persist(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]:
+    """Create the macros of ``sql/lib/`` and every view of ``sql/`` as persistent objects in the
+    ``main`` schema of the connection's current database: the files' own statements, the names
+    qualified (never TEMP), so that a DuckDB client without tracekit finds them in the store.
+    Returns the (macro names, view names) created; the caller runs it inside a transaction."""
+    cat = con.execute("SELECT current_database()").fetchone()[0]
+    where = '"' + cat.replace('"', '""') + '".main.'
+
+    def run(path: Path, text: str, count: int = 0) -> None:
+        try:
+            con.execute(_CREATE_ANY.sub(lambda m: f"CREATE OR REPLACE {m.group(1).upper()} {where}", text,
+                                        count=count))
+        except duckdb.Error as e:
+            raise RuntimeError(f"{path}: {str(e).splitlines()[0]}") from None
+
+    for path, _ in library():
+        run(path, path.read_text())
+    by_name = {v.name: v for v in all_views()}
+    names = creation_order()
+    for name in names:
+        run(by_name[name].path, by_name[name].text, count=1)
+    return macro_names(), names

@@ -10,7 +10,7 @@ names):
 * anything before the header (application output, ``==PROF==``/``==WARNING==`` lines) is kept in
   ``sources.metadata.preamble``; rows after it that are not result rows are counted as skipped.
 * ``.ncu-rep`` reports: read with NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, the
-  ``tracekit[ncu]`` extra); else ``ncu --import X --csv --page raw --print-units base`` when ``ncu``
+  ``ncu`` extra of the ``tracekit-gpu`` distribution); else ``ncu --import X --csv --page raw --print-units base`` when ``ncu``
   is on PATH; else a one-line error.
 
 Numbers: thousands separators stripped, ``n/a`` → NULL, instance lists (``"1,024 (512; 512)"``) →
@@ -606,9 +606,11 @@ class NcuAdapter(Adapter):
             return
         ncu = shutil.which("ncu")
         if ncu is None:
+            from .. import install_hint
+
             raise TraceError(path, "reading a .ncu-rep report needs NVIDIA's ncu-report package or "
                              "the ncu command, and neither is available",
-                             "pip install 'tracekit[ncu]', or export a CSV where ncu is installed: "
+                             f"{install_hint('ncu')}, or export a CSV where ncu is installed: "
                              "ncu --import X.ncu-rep --csv --page raw --print-units base > X.csv")
         with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
             out_path = Path(tmp) / "raw.csv"
