@@ -1,8 +1,9 @@
 /* tracekit._native: the compiled parts of tracekit, each with a pure-Python twin that gives the
  * same results (used where this module is not built: no C compiler at install).
  *
- * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto.py, `_scanned`).
- * kineto_flows: its flow rule (`KinetoAdapter._flow_rows`) on the scanned columns.
+ * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto/scanned.py); the args
+ *   fields it reads into columns are those of kineto/mapping.py's ARGS (tests/test_kineto_mapping.py).
+ * kineto_flows: its flow rule (kineto/flows.py, `Flows.rows`) on the scanned columns.
  * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
  *
  * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into
@@ -860,7 +861,7 @@ static int flow_row(PyObject **out, PyObject *kind, PyObject *fid, PyObject *st,
 
 /* kineto_flows(phs, kinds, id, id_valid, pid, pid_valid, tid, tid_valid, ts, open_flows,
  *              early_ends) -> 8 lists (kind, flow_id, start_pid, start_tid, start_ns, end_pid,
- * end_tid, end_ns): KinetoAdapter._flow_rows in C, on the same two dicts (keys (kind, id),
+ * end_tid, end_ns): kineto/flows.py's Flows.rows in C, on the same two dicts (keys (kind, id),
  * values (pid, tid, ts) and (id, (pid, tid, ts))).  int64 columns as buffers of at least n
  * values, validity as Arrow bitmaps (offset 0) or None. */
 static PyObject *kineto_flows(PyObject *self, PyObject *args) {

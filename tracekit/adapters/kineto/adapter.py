@@ -1,0 +1,277 @@
+"""`KinetoAdapter`: a trace read as a stream of chunks (stream.py), each chunk converted by the
+scanned, column-wise or row-wise reader (scanned.py, columnar.py, rows.py); then the metadata,
+the devices, the flows left open, and the source's clock and rank."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+from ...names import short_kernel_name
+from ..base import Adapter, Builders, TraceError
+from . import flows as flow_rule
+from .columnar import ColumnarReader
+from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array)
+from .mapping import _int
+from .memory import split_memory
+from .rows import RowReader
+from .scanned import ScannedReader, _native
+from .stream import _Blocks, _read_bytes, setting
+
+_TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = b"},\n"
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
+    FORMAT = "kineto"
+
+    def read(self, path, source_id, progress=None):
+        for name, batch in self._read(path, source_id, progress):
+            if name == "events":
+                yield from split_memory(batch, source_id, self.accounting)
+            else:
+                yield name, batch
+
+    def _read(self, path, source_id, progress=None):
+        path = self._path = Path(path)
+        acc = self.accounting
+        b = Builders(source_id, acc)
+        self._first_ts: int | None = None
+        self._flow_state = flow_rule.Flows()
+        self._begin_stack: dict = {}  # (pid, tid) -> [(B event, ts)]
+        self._event_id = 0
+        self._utf8_repairs = 0      # invalid UTF-8 repaired inside single events
+        self._chunk_repairs = 0     # ... in whole chunks of the streamed document
+        self._short: dict = {}      # kernel name -> short name
+        self.scan_counts = [0, 0]   # chunks read by the compiled scanner / not (the Python way)
+        top = None
+        src = _Blocks(path)
+        self._stream_notes = src.notes
+        try:
+            parts = yield from self._stream(path, src, b, progress)
+            if parts is not None:
+                top, tail = parts
+                top.update(tail)
+        finally:
+            src.close()
+        if top is None:  # not streamable: read whole (nothing was converted yet)
+            top = yield from self._whole(path, b, progress)
+        yield from b.ready()
+        repairs = top.pop("__repairs__", 0) + self._chunk_repairs
+        meta = {}
+        for k, v in top.items():
+            try:
+                meta[k] = _ANY.decode(v)
+            except msgspec.DecodeError:
+                meta[k] = bytes(v).decode("utf-8", "replace")
+        if repairs:
+            meta["tracekit_repairs"] = {"invalid_utf8_characters_replaced": repairs}
+        yield from self._devices(b, meta.get("deviceProperties"))
+        flow_rule.add(b, self._flow_state.leftover())
+        for stack in self._begin_stack.values():
+            for _ in stack:
+                acc.skip("B (begin) event without a matching E (end) event")
+        if self._utf8_repairs:
+            meta.setdefault("tracekit_repairs", {})["invalid_utf8_in_events"] = self._utf8_repairs
+        if self._stream_notes:
+            meta.setdefault("tracekit_repairs", {}).update(self._stream_notes)
+        yield from b.drain()
+        self.source = self._source_info(path, meta)
+
+    # -- reading ---------------------------------------------------------------------------
+    def _stream(self, path: Path, src: _Blocks, b, progress):
+        """Convert the events while reading; returns (top-level keys before, after traceEvents)
+        as raw values, or None (having converted nothing) when the document is not laid out for
+        it.  Raises TraceError for a document that is not valid JSON."""
+        head = b""
+        while True:
+            blk = src.next()
+            head += blk
+            m = _TRACE_EVENTS.search(head)
+            if m or not blk or len(head) > setting("HEAD_LIMIT"):
+                break
+        if not m:
+            return None
+        h = head[:m.start()].rstrip()
+        if h.endswith(b","):
+            h = h[:-1]
+        try:
+            top = _TOP.decode(h + b"}")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        # buf: '[' + the event text not converted yet.  A chunk is cut in place: the ',' after
+        # its last event becomes ']' while it is decoded, then '[' to open the next chunk
+        buf = bytearray(b"[")
+        buf += memoryview(head)[m.end():]
+        del head
+        eof = not blk
+        # the document must have event boundaries at line ends (as torch.profiler writes it)
+        while not eof and buf.find(_BOUNDARY) < 0 and len(buf) < 2 * setting("BLOCK_BYTES"):
+            blk = src.next()
+            buf += blk
+            eof = not blk
+        if not eof and buf.find(_BOUNDARY) < 0:
+            return None
+        floor = 1  # a cut before this failed: the next one must be later
+        while not eof:
+            cut = buf.rfind(_BOUNDARY, floor)
+            if cut >= 0:
+                buf[cut + 1] = 0x5D  # ']'
+                with memoryview(buf) as whole, whole[:cut + 2] as chunk:
+                    ok = self._chunk(b, chunk, None)
+                if ok:
+                    buf[cut + 1] = 0x5B  # '['
+                    del buf[:cut + 1]
+                    floor = 1
+                    if progress:
+                        progress(src.done, src.total)
+                    yield from b.ready()
+                else:
+                    buf[cut + 1] = 0x2C  # ','
+                    floor = cut + 1
+            blk = src.next()
+            eof = not blk
+            buf += blk
+        pending = bytes(memoryview(buf)[1:])
+        del buf
+        tail = self._finish(b, pending)
+        if tail is None:  # not valid JSON: the whole-document reader says why
+            _decode_top(path, _read_bytes(path))
+            raise RuntimeError(f"{path}: the streaming reader failed on a valid document")
+        if progress:
+            progress(src.total, src.total)
+        return top, tail
+
+    def _finish(self, b, rest: bytes) -> dict | None:
+        """The last events, the closing ']' and the keys after it; None if that is not JSON."""
+        hi = len(rest)
+        for _ in range(10_000):
+            p = rest.rfind(b"]", 0, hi)
+            if p < 0:
+                return None
+            hi = p
+            t = rest[p + 1:].strip()
+            try:
+                if t == b"}":
+                    tail = {}
+                elif t[:1] == b",":
+                    tail = _TOP.decode(b"{" + t[1:])
+                else:
+                    continue
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if "traceEvents" in tail:
+                raise TraceError(self._path, "the JSON object has two traceEvents keys",
+                                 "keep one events list per trace")
+            body = rest[:p].strip()
+            if not body or self._chunk(b, b"[" + body + b"]", None):
+                return tail
+        return None
+
+    def _whole(self, path: Path, b, progress):
+        """The whole document in memory, cut into chunks of its event slices."""
+        buf = _read_bytes(path, self._stream_notes)
+        top, raw_events, repairs = _decode_top(path, buf)
+        del buf
+        if repairs:
+            top["__repairs__"] = repairs
+        n = len(raw_events)
+        step = setting("WHOLE_CHUNK_EVENTS")
+        for i in range(0, n, step):
+            part = raw_events[i:i + step]
+            self._chunk(b, b"[" + b",".join(part) + b"]", part)
+            if progress:
+                progress(i + len(part), n)
+            yield from b.ready()
+        if progress:
+            progress(n, n)
+        return top
+
+    def _chunk(self, b, text: bytes, raws: list | None) -> bool:
+        """Convert a chunk of events (a JSON array text).  ``raws``: the event slices when known.
+        False, having converted nothing, when the text is not a JSON array (a cut inside an event)."""
+        if setting("SCAN"):
+            cols = _native.kineto_scan(text)
+            if cols is not None and self._scanned(b, text, cols):
+                self.scan_counts[0] += 1
+                return True
+            self.scan_counts[1] += 1
+        try:
+            evs = _EVS.decode(text)
+        except (msgspec.DecodeError, RecursionError):  # unusual shapes, nesting beyond the
+            evs = None                                   # decoder's depth, or a bad cut
+        try:
+            if evs is not None and self._columnar(b, _Chunk(text, evs, raws)):
+                return True
+        except RecursionError:  # an args object nested too deep: event by event below
+            pass
+        # one by one (events are kept across chunks, B/E pairs: on a copy of the text, since
+        # a streamed chunk is a view of a buffer that is reused)
+        evs = None
+        if raws is None:
+            raws = self._raw_slices(bytes(text))
+            if raws is None:
+                return False
+        self._one_by_one(b, raws)
+        return True
+
+    def _raw_slices(self, text: bytes) -> list | None:
+        """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted)."""
+        try:
+            return _LIST.decode(text)
+        except RecursionError:  # an element nested beyond the decoder's depth
+            return _split_array(bytes(text))
+        except msgspec.ValidationError:
+            return None
+        except msgspec.DecodeError as e:
+            if "UTF-8" not in str(e):
+                fixed, n = _fix_surrogates(bytes(text))
+                if not n:
+                    return None
+                self._chunk_repairs += n
+                return self._raw_slices(fixed)
+        fixed = text.decode("utf-8", "replace")
+        try:
+            raws = _LIST.decode(fixed.encode())
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        self._chunk_repairs += fixed.count("\ufffd")
+        return raws
+
+    def _short_names(self, names: list) -> list:
+        """`short_kernel_name` of each name, each distinct name worked out once per trace."""
+        short = self._short
+        for nm in set(names) - short.keys():
+            short[nm] = short_kernel_name(nm)
+        return [short[nm] for nm in names]
+
+    def _source_info(self, path: Path, meta: dict) -> dict:
+        dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        rank = _int(dist.get("rank"))
+        if rank is None:
+            m = _RANK_IN_NAME.search(path.name)
+            rank = int(m.group(1)) if m else None
+        base = _int(meta.get("baseTimeNanoseconds"))
+        first = self._first_ts
+        if first is not None and first > 10**17:  # ts were epoch µs (> ~1973 in ns)
+            origin, offset = "unix_epoch", 0
+        elif base is not None:
+            origin, offset = "base_time", base
+        else:
+            origin, offset = "unknown", None
+        versions = [f"{k}={meta[k]}" for k in ("cupti_version", "cuda_runtime_version",
+                                                "cuda_driver_version", "roctracer_version",
+                                                "hip_runtime_version") if k in meta]
+        return {
+            "format_version": str(meta["schemaVersion"]) if "schemaVersion" in meta else None,
+            "tool_version": " ".join(versions) or None,
+            "host": meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
+            "rank": rank,
+            "world_size": _int(dist.get("world_size")),
+            "clock_origin": origin,
+            "clock_offset_ns": offset,
+            "metadata": meta,
+        }

@@ -1,0 +1,180 @@
+"""Column-wise on the compiled scanner's columns (`_native.kineto_scan`, tracekit/_native.c):
+the fast path of a chunk, routed with Arrow compute, with `columnar`'s rules in the same order
+(so the rows come out the same) and `mapping`'s columns."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...native import native as _native
+from . import flows as flow_rule
+from . import mapping
+from .decode import _EV, _with_extras
+from .mapping import _ints
+
+_SCAN_I64, _SCAN_STR = _native.kineto_names() if _native is not None else ((), ())
+_INSTANT_PHASES = pa.array([ord(x) for x in "iIn"], pa.uint8())
+# the tables converted column-wise whose every source the scanner reads (else: from the
+# decoded events, as the Python path); memops and syncs (few rows) always go row by row
+SCANNED = {t: mapping.scannable(t, set(_SCAN_I64) | set(_SCAN_STR)) for t in ("kernels", "api_calls", "events")}
+
+
+class ScannedReader:
+    """The scanned part of `KinetoAdapter` (a mixin: it uses the adapter's state)."""
+
+    def _scanned(self, b, text, cols) -> bool:
+        """Convert a chunk that `_native.kineto_scan` read into columns, with the rules of `_columnar`
+        (in the same order, so the rows come out the same).  The scanner only accepts the
+        shapes those rules take column-wise: every non-'M' event has an exact ts in range, every
+        'X' event a dur in range, ids are ints, args fields have their usual types.  The few
+        events converted one by one (metadata, counters, memcpy/memset/sync) and the groups
+        with a pid or tid given as text are converted from their decoded text, as there.
+        False, having changed nothing, when one of those does not decode."""
+        n, ph, i64, valid, strs = cols
+        if not n:
+            return True
+        c = {}
+        for name, data, v in zip(_SCAN_I64, i64, valid):
+            c[name] = pa.Array.from_buffers(pa.int64(), n, [v and pa.py_buffer(v), pa.py_buffer(data)])
+        for name, (off, data, v) in zip(_SCAN_STR, strs):
+            c[name] = pa.Array.from_buffers(pa.string(), n, [v and pa.py_buffer(v), pa.py_buffer(off),
+                                                            pa.py_buffer(data)])
+        span0, span1 = c["span_start"], c["span_end"]
+
+        def decoded(idx):  # the events at idx as structs (one by one, like the Python path)
+            return [_EV.decode(text[s_:e_]) for s_, e_ in zip(span0.take(idx).to_pylist(),
+                                                            span1.take(idx).to_pylist())]
+
+        def at(pattern):
+            return [m.start() for m in re.finditer(pattern, ph)]
+
+        phs = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(ph)])
+        is_x = pc.equal(phs, ord("X"))
+        xs = pc.indices_nonzero(is_x)
+        groups = []  # (cat, table, kind, indices into the chunk), in order of first appearance
+        mark = pc.is_in(phs, value_set=_INSTANT_PHASES)  # the rows of `events`, for their ids
+        if len(xs):
+            enc = c["cat"].take(xs).dictionary_encode(null_encoding="encode")
+            for k, cat in enumerate(enc.dictionary.to_pylist()):
+                table, kind = mapping.table_of(cat)
+                ci = xs.take(pc.indices_nonzero(pc.equal(enc.indices, k))) if len(enc.dictionary) > 1 else xs
+                groups.append((cat, table, kind, ci))
+            codes = [k for k, g in enumerate(groups) if g[1] == "events"]
+            if codes:
+                mark = pc.replace_with_mask(mark, is_x, pc.is_in(
+                    enc.indices, value_set=pa.array(codes, enc.indices.type)))
+        textual = c["text_pid_tid"]
+        has_text = pc.max(textual).as_py() == 1
+
+        def text_rows(idx) -> bool:  # a pid or tid given as text among these rows?
+            return has_text and pc.max(textual.take(idx)).as_py() == 1
+
+        flows = at(rb"[sft]")
+        instants = at(rb"[iIn]")
+        try:  # the events converted from their decoded text: decoded before anything is changed
+            meta = decoded(at(b"M")) if b"M" in ph else []
+            counters = at(b"C") if b"C" in ph else []
+            counter_evs = decoded(counters) if counters else []
+            # memops, syncs (few rows), and groups with a text pid/tid: as the Python path does
+            few = {k: decoded(ci) for k, (_, table, _, ci) in enumerate(groups)
+                   if not SCANNED.get(table) or text_rows(ci)}
+            flow_evs = decoded(flows) if flows and text_rows(flows) else None
+            instant_evs = decoded(instants) if instants and text_rows(instants) else None
+        except msgspec.DecodeError:
+            return False
+        for ev in meta:
+            self._metadata(b, ev)
+        if len(meta) == n:
+            return True
+        ts = c["ts"]
+        if self._first_ts is None:
+            self._first_ts = ts[re.search(rb"[^M]", ph).start()].as_py()
+        for i, ev in zip(counters, counter_evs):
+            self._counter(b, ev, ts[i].as_py(), text[span0[i].as_py():span1[i].as_py()])
+        if flows:
+            fi = pa.array(flows, pa.int64())
+            fph = bytes(ph[i] for i in flows)
+            if flow_evs is None:  # in C, on the columns
+                fenc = c["cat"].take(fi).dictionary_encode()
+                lower = [(x or "").lower() or "flow" for x in fenc.dictionary.to_pylist()] + ["flow"]
+                kinds = [lower[k] for k in fenc.indices.fill_null(len(lower) - 1).to_pylist()]
+                cols = [c[k].take(fi) for k in ("id", "pid", "tid")] + [ts.take(fi)]
+                bufs = []
+                for a in cols[:3]:
+                    bufs += [a.buffers()[1], a.buffers()[0] if a.null_count else None]
+                flow_rule.add(b, _native.kineto_flows(fph, kinds, *bufs, cols[3].buffers()[1],
+                                                      self._flow_state.open, self._flow_state.early))
+            else:  # a text pid / tid among them: as the Python path
+                pids, tids = (_ints([getattr(e, f) for e in flow_evs])[1] for f in ("pid", "tid"))
+                self._flows(b, list(fph.decode()), c["cat"].take(fi).to_pylist(),
+                            c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
+        # event ids: one per `events` row, in input order
+        cum = pc.cumulative_sum(mark.cast(pa.int64()))
+        base = self._event_id - 1
+        self._event_id += cum[-1].as_py()
+        dur = c["dur"]
+        for k, (cat, table, kind, ci) in enumerate(groups):
+            t0 = ts.take(ci)
+            d = dur.take(ci)
+            end = pc.add(t0, d)
+            sub = few.get(k)
+            if table == "events":
+                category = mapping.category_of(cat, kind)
+                with_args = mapping.with_args(cat, category)
+                ids = pc.add(cum.take(ci), base)
+                if sub is not None:
+                    self._events(b, sub, ids.to_pylist(), t0, end, d, category, with_args, False)
+                else:
+                    self._scanned_events(b, c, ci, ids, t0, end, d, category, with_args, False)
+            elif table == "kernels":
+                if sub is not None:
+                    self._kernels(b, sub, t0, end, d)
+                else:
+                    self._scanned_kernels(b, c, ci, t0, end, d)
+            elif table == "api_calls":
+                if sub is not None:
+                    self._api_calls(b, sub, t0, end, d, kind)
+                else:
+                    self._scanned_api_calls(b, c, ci, t0, end, d, kind)
+            else:
+                self._few(b, table, kind, sub, t0, end, d)
+        if instants:
+            ii = pa.array(instants, pa.int64())
+            t0 = ts.take(ii)
+            ids = pc.add(cum.take(ii), base)
+            zero = pa.repeat(pa.scalar(0, pa.int64()), len(instants))
+            if instant_evs is not None:
+                self._events(b, instant_evs, ids.to_pylist(), t0, t0, zero, "instant", False, True)
+            else:
+                self._scanned_events(b, c, ii, ids, t0, t0, zero, "instant", False, True)
+        return True
+
+    def _scanned_events(self, b, c, ci, ids, t0, end, dur, category, with_args, instant) -> None:
+        m = len(ci)
+        cols, _ = mapping.scanned_columns("events", c, ci, with_args)
+        if category in mapping.GPU_TRACK_CATEGORIES:
+            cols["device_id"], cols["stream_id"], cols["pid"], cols["tid"] = cols["pid"], cols["tid"], None, None
+        b["events"].add_columns(m, {
+            **cols, "event_id": ids, "start_ns": t0, "end_ns": end, "dur_ns": dur,
+            "category": pa.repeat(pa.scalar(category), m), "is_instant": pa.repeat(pa.scalar(instant), m),
+            "args": c["args"].take(ci)})
+
+    def _scanned_kernels(self, b, c, ci, t0, end, dur) -> None:
+        cols, extras = mapping.scanned_columns("kernels", c, ci)
+        enc = cols["name"].dictionary_encode()
+        short = self._short_names(enc.dictionary.to_pylist())
+        b["kernels"].add_columns(len(ci), {
+            **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
+            "short_name": pa.array(short, pa.string()).take(enc.indices),
+            "args": _with_extras(c["args"].take(ci), extras)})
+
+    def _scanned_api_calls(self, b, c, ci, t0, end, dur, kind) -> None:
+        cols, extras = mapping.scanned_columns("api_calls", c, ci)
+        b["api_calls"].add_columns(len(ci), {
+            **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
+            "api": mapping.by_name(lambda nm: mapping.api_of(kind, nm), cols["name"]),
+            "args": _with_extras(c["args"].take(ci), extras)})
