@@ -358,22 +358,27 @@ def _cell(v) -> str:
 
 @main.command("views")
 @click.option("--doc", "doc_of", metavar="VIEW",
-              help="Print the full documentation of one view (or of a file of the SQL library, lib/NAME).")
+              help="Print the documentation of one view (its header as written: definition, "
+                   "parameters, columns) and its SQL; lib/NAME: a file of the SQL library.")
+@click.option("--sql", "sql_of", metavar="VIEW",
+              help="Print only the SQL of one view (or of lib/NAME), as written in sql/.")
 @click.option("--lib", is_flag=True, help="List the SQL library: the macros the views share (sql/lib/).")
-def views_cmd(doc_of, lib):
-    """List the SQL views with one-line descriptions (or the full doc of one)."""
+def views_cmd(doc_of, sql_of, lib):
+    """List the SQL views with one-line descriptions (or the documentation and SQL of one)."""
     all_v = views.all_views()
     libs = {f"lib/{p.stem}": text for p, text in views.library()}
-    if doc_of:
-        for v in all_v:
-            if v.name == doc_of:
-                click.echo(v.header)
-                return
-        if doc_of in libs:
-            click.echo("\n".join(line[3:] if line.startswith("-- ") else line[2:]
-                                 for line in libs[doc_of].split("\n") if line.startswith("--")))
-            return
-        _fail(f"no view named {doc_of!r}; `tracekit views` lists them (`--lib`: the library)")
+    if doc_of and sql_of:
+        _fail("give --doc VIEW or --sql VIEW, not both")
+    name = doc_of or sql_of
+    if name:
+        path = next((v.path for v in all_v if v.name == name), None)
+        if path is None and name in libs:
+            path = views.sql_dir() / "lib" / f"{name[4:]}.sql"
+        if path is None:
+            _fail(f"no view named {name!r}; `tracekit views` lists them (`--lib`: the library)")
+        doc, statement = views.source_parts(path.read_text())
+        click.echo(statement if sql_of else f"{doc}\n{statement}", nl=False)
+        return
     if lib:
         for name, text in libs.items():
             click.echo(f"{name}: {text.splitlines()[0].split(':', 1)[1].strip()}")
