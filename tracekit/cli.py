@@ -9,10 +9,12 @@ from pathlib import Path
 
 import click
 import duckdb
+import pyarrow as pa
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
-from .names import plural, printable
+from .names import printable
+from .render import TIME_UNITS, convert_timeunit, error_text, json_ready, table_text
 from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
 from .store import open as open_store
 
@@ -274,22 +276,38 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 
 
 @main.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option("-f", "--file", "query_file", metavar="FILE",
+              help="Read the SQL from FILE ('-': standard input) instead of QUERY.")
 @click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(),
               help="The tracekit store (a DuckDB file), or the folder of a Parquet export "
                    "(convert --parquet DIR, flat or --partitioned).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
-              show_default=True, help="Output format (parquet needs -o).")
+              show_default=True, help="Output format (parquet needs -o). csv, json and parquet write one "
+                                      "result: of several statements, one only may return rows.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000.")
+@click.option("--timeunit", type=click.Choice(list(TIME_UNITS)), default="ns", show_default=True,
+              help="Show the result's *_ns columns (durations, times) in this unit, as DOUBLE, renamed "
+                   "*_us, *_ms, *_s (like nsys stats --timeunit); every --format.")
 @click.option("--max-rows", default=100, show_default=True, help="Rows shown by --format table (0 = all).")
 @click.option("--unsafe", is_flag=True,
               help="Lift the sandbox: let the SQL read and write files, attach databases, load extensions.")
-def sql(query, db, fmt, output, params, max_rows, unsafe):
-    """Run a SQL QUERY against the store (read-only); every view of `tracekit views` is available.
+def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe):
+    """Run SQL against the store (read-only); every view of `tracekit views` is available.
     --db may also name a Parquet export (convert --parquet DIR): the same views over its files.
+
+    The SQL is QUERY, or read from -f FILE, or from standard input (QUERY '-', or no QUERY when
+    standard input is not a terminal). Several statements (separated by ';') run in turn, and
+    --format table shows each result in turn; csv, json and parquet write one result, so
+    of several statements one only may return rows (the others: e.g. SET VARIABLE).
+
+    Table output prints integers plainly, intervals as DuckDB writes them, STRUCT / LIST / MAP
+    values as JSON, control characters and line breaks escaped (\\n), cells cut at 60
+    characters. --timeunit us|ms|s converts every *_ns column of the result (csv, json and
+    parquet too).
 
     The query runs sandboxed: it cannot read or write other files (COPY, read_text, glob,
     ATTACH), reach the network or load extensions, and cannot turn that off; -o is written by
@@ -298,9 +316,18 @@ def sql(query, db, fmt, output, params, max_rows, unsafe):
 
     \b
     Examples:
-      tracekit sql "select name, total_ns, time_pct from hotspots limit 5"
+      tracekit sql "select name, total_ns, time_pct from hotspots limit 5" --timeunit ms
       tracekit sql "select * from idle_gaps order by dur_ns desc" --format csv -o gaps.csv
+      tracekit sql -f report.sql
+      echo "select count(*) from kernels" | tracekit sql
     """
+    text, where = _read_query(query, query_file)
+    try:
+        stmts = duckdb.extract_statements(text)  # parses only: nothing runs yet
+    except duckdb.Error as e:
+        _fail(f"query failed: {error_text(e)}")
+    if not stmts:
+        _fail(f"{where}: no SQL statement in it (only blanks or comments)")
     try:
         store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
@@ -312,15 +339,108 @@ def sql(query, db, fmt, output, params, max_rows, unsafe):
                 if not sep or not name.isidentifier():
                     _fail(f"--param {p!r}: expected NAME=VALUE")
                 store.con.execute(f"SET VARIABLE {name} = ?", [_param_value(value)])
-            rel = store.sql(query)
-            if rel is not None:
-                _emit(rel, fmt, output, max_rows)
-        except duckdb.Error as e:  # when binding, or while the query runs (results are lazy)
-            if output and isinstance(e, duckdb.IOException):
-                _fail(f"{output}: cannot write ({str(e).splitlines()[0]}); check the path and the free space")
-            _fail(f"query failed: {str(e).splitlines()[0]}")
+        except duckdb.Error as e:
+            _fail(f"--param: {error_text(e)}")
+        _run_statements(store, stmts, fmt, output, timeunit, max_rows)
+
+
+def _read_query(query: str | None, query_file: str | None) -> tuple[str, str]:
+    """The SQL text and where it came from (for errors): QUERY, -f FILE, or standard input."""
+    if query is not None and query_file is not None:
+        _fail("give the SQL either as QUERY or with -f FILE, not both")
+    if query is not None and query != "-":
+        return query, "QUERY"
+    src = query_file if query_file is not None else "-"
+    if src == "-":
+        if query is None and query_file is None and sys.stdin.isatty():
+            _fail("no query: give it as QUERY, with -f FILE, or on standard input (QUERY '-')")
+        where = "standard input"
+        try:
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
         except OSError as e:
-            _fail(os_error_line(e, output))
+            _fail(f"{where}: cannot read ({e.strerror or e})")
+    else:
+        where = src
+        try:
+            data = Path(src).read_bytes()
+        except IsADirectoryError:
+            _fail(f"{src}: is a folder; -f takes a file of SQL")
+        except OSError as e:
+            _fail(f"{src}: {e.strerror or e}; check the path")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        _fail(f"{where}: not UTF-8 text (byte {e.start}); save the SQL as UTF-8")
+    if not text.strip():
+        _fail(f"{where}: empty; give the SQL to run")
+    return text, where
+
+
+def _run_statements(store: Store, stmts, fmt: str, output: Path | None, timeunit: str, max_rows: int) -> None:
+    """Run the statements in turn. Table output shows each result as it comes (a blank line
+    between two); csv / json / parquet keep the one result and write it at the end (a second
+    result is an error, and nothing is written)."""
+    if fmt == "parquet" and not output:
+        _fail("--format parquet needs -o FILE")
+    n = len(stmts)
+    held = None  # (statement number, result) for csv / json / parquet
+    texts: list[str] = []  # table output for -o
+    for i, stmt in enumerate(stmts, 1):
+        try:
+            try:
+                tbl = _result(store, stmt.query, timeunit)
+            except duckdb.CatalogException:
+                # only the views the query names are registered: with all of them, DuckDB's
+                # "Did you mean" can name a view too (a failed bind ran nothing)
+                _ = store.con
+                tbl = _result(store, stmt.query, timeunit)
+        except duckdb.Error as e:
+            at = f" (statement {i} of {n})" if n > 1 else ""
+            _fail(f"query failed{at}: {error_text(e)}")
+        if tbl is None or not _returns_rows(stmt, tbl):
+            continue
+        if fmt != "table":
+            if held is not None:
+                _fail(f"--format {fmt} writes one result, and statements {held[0]} and {i} both return "
+                      "rows: run them apart, or use --format table")
+            held = (i, tbl)
+            continue
+        out = table_text(tbl, max_rows)
+        if not output:
+            click.echo(("\n" if texts else "") + out, nl=False)
+        texts.append(out if output else "")
+    try:
+        if fmt == "table":
+            if output:
+                output.write_text("\n".join(texts))
+        elif held is not None:
+            _emit(held[1], fmt, output)
+    except duckdb.Error as e:
+        if isinstance(e, duckdb.IOException):
+            _fail(f"{output}: cannot write ({str(e).splitlines()[0]}); check the path and the free space")
+        _fail(f"cannot write the result: {error_text(e)}")
+    except OSError as e:
+        _fail(os_error_line(e, output))
+
+
+def _result(store: Store, query: str, timeunit: str) -> pa.Table | None:
+    """One statement's result, fetched (before the next statement runs: it may SET what this
+    one reads), its *_ns columns in the time unit."""
+    rel = store.sql(query)
+    return None if rel is None else convert_timeunit(rel.to_arrow_table(), timeunit)
+
+
+def _returns_rows(stmt, tbl: pa.Table) -> bool:
+    """Whether a statement's result is rows to show: not the empty `Success` of SET, PREPARE,
+    BEGIN, DROP, CHECKPOINT, nor the `Count` of an INSERT / UPDATE / DELETE / CREATE without
+    RETURNING (the duckdb CLI shows neither)."""
+    kinds = stmt.expected_result_type
+    if kinds == [duckdb.ExpectedResultType.NOTHING]:
+        return False
+    if stmt.type != duckdb.StatementType.SELECT and tbl.column_names == ["Success"] and not tbl.num_rows:
+        return False
+    return not (duckdb.ExpectedResultType.CHANGED_ROWS in kinds and tbl.column_names == ["Count"])
 
 
 def _param_value(v: str):
@@ -332,41 +452,32 @@ def _param_value(v: str):
     return v
 
 
-def _writer(rel: duckdb.DuckDBPyRelation):
+def _writer(tbl: pa.Table):
     """The result as a relation of a private in-memory connection that may write files: the
     user's query ran on the (sandboxed) store; only its rows reach the writer."""
     con = duckdb.connect()
-    return con, con.from_arrow(rel.to_arrow_table())
+    return con, con.from_arrow(tbl)
 
 
-def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, output: Path | None, max_rows: int) -> None:
+def _emit(tbl: pa.Table, fmt: str, output: Path | None) -> None:
+    """One result as csv, json or parquet."""
     if fmt == "parquet":
-        if not output:
-            _fail("--format parquet needs -o FILE")
-        con, w = _writer(rel)
+        con, w = _writer(tbl)
         with con:
             w.write_parquet(str(output))
         return
     if fmt == "csv":
-        con, w = _writer(rel)
+        con, w = _writer(tbl)
         with con:
             _write_csv(w, output)
         return
-    tbl = rel.to_arrow_table()
-    if fmt == "json":
-        import orjson
+    import orjson
 
-        data = orjson.dumps(tbl.to_pylist(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
-        if output:
-            output.write_text(data)
-        else:
-            sys.stdout.write(data)
-        return
-    text = _table_text(tbl, max_rows)
+    data = orjson.dumps(json_ready(tbl).to_pylist(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
     if output:
-        output.write_text(text)
+        output.write_text(data)
     else:
-        click.echo(text)
+        sys.stdout.write(data)
 
 
 def _write_csv(rel: duckdb.DuckDBPyRelation, output: Path | None) -> None:
@@ -400,53 +511,29 @@ def _write_csv(rel: duckdb.DuckDBPyRelation, output: Path | None) -> None:
                 out.flush()
 
 
-def _table_text(tbl, max_rows: int) -> str:
-    names = tbl.column_names
-    n = tbl.num_rows
-    shown = tbl if not max_rows or n <= max_rows else tbl.slice(0, max_rows)
-    rows = [[_cell(v) for v in r.values()] for r in shown.to_pylist()]
-    widths = [min(max([len(c)] + [len(r[i]) for r in rows]), 60) for i, c in enumerate(names)]
-    def line(cells):
-        return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w) for c, w in zip(cells, widths)).rstrip()
-    out = [line(names), line(["-" * w for w in widths])] + [line(r) for r in rows]
-    if shown.num_rows < n:
-        out.append(f"... {plural(n - shown.num_rows, 'more row')} (use --max-rows 0 or --format csv)")
-    out.append(f"({n:,} row{'s' if n != 1 else ''})")
-    return "\n".join(out)
-
-
-def _cell(v) -> str:
-    import decimal
-
-    if v is None:
-        return "NULL"
-    if isinstance(v, decimal.Decimal):
-        v = int(v) if v == v.to_integral_value() else float(v)
-    if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10_000 else str(v)
-    return printable(str(v))
-
-
 @main.command("views")
 @click.option("--doc", "doc_of", metavar="VIEW",
-              help="Print the full documentation of one view (or of a file of the SQL library, lib/NAME).")
+              help="Print the documentation of one view (its header as written: definition, "
+                   "parameters, columns) and its SQL; lib/NAME: a file of the SQL library.")
+@click.option("--sql", "sql_of", metavar="VIEW",
+              help="Print only the SQL of one view (or of lib/NAME), as written in sql/.")
 @click.option("--lib", is_flag=True, help="List the SQL library: the macros the views share (sql/lib/).")
-def views_cmd(doc_of, lib):
-    """List the SQL views with one-line descriptions (or the full doc of one)."""
+def views_cmd(doc_of, sql_of, lib):
+    """List the SQL views with one-line descriptions (or the documentation and SQL of one)."""
     all_v = views.all_views()
     libs = {f"lib/{p.stem}": text for p, text in views.library()}
-    if doc_of:
-        for v in all_v:
-            if v.name == doc_of:
-                click.echo(v.header)
-                return
-        if doc_of in libs:
-            click.echo("\n".join(line[3:] if line.startswith("-- ") else line[2:]
-                                 for line in libs[doc_of].split("\n") if line.startswith("--")))
-            return
-        _fail(f"no view named {doc_of!r}; `tracekit views` lists them (`--lib`: the library)")
+    if doc_of and sql_of:
+        _fail("give --doc VIEW or --sql VIEW, not both")
+    name = doc_of or sql_of
+    if name:
+        path = next((v.path for v in all_v if v.name == name), None)
+        if path is None and name in libs:
+            path = views.sql_dir() / "lib" / f"{name[4:]}.sql"
+        if path is None:
+            _fail(f"no view named {name!r}; `tracekit views` lists them (`--lib`: the library)")
+        doc, statement = views.source_parts(path.read_text())
+        click.echo(statement if sql_of else f"{doc}\n{statement}", nl=False)
+        return
     if lib:
         for name, text in libs.items():
             click.echo(f"{name}: {text.splitlines()[0].split(':', 1)[1].strip()}")

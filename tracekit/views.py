@@ -46,10 +46,20 @@ class View:
     name: str
     description: str
     path: Path
-    header: str
-    sql: str
+    header: str       # the header as written, comment markers removed (`tracekit views --doc`)
+    definition: str   # the statement as written in the file (`tracekit views --sql`)
+    sql: str          # the whole file, made a TEMP view (what `register` runs)
     uses: tuple[str, ...]  # the views it reads (its header's `-- Uses:` line)
     text: str = ""  # the file as written (`CREATE OR REPLACE VIEW`: what `persist` stores)
+
+
+def source_parts(text: str) -> tuple[str, str]:
+    """A file of sql/ as (its header comment with the `-- ` markers removed and every other
+    character, indentation included, as written; the SQL after it, as written)."""
+    lines = text.split("\n")
+    n = next((i for i, line in enumerate(lines) if not line.startswith("--")), len(lines))
+    doc = "\n".join(line[3:] if line.startswith("-- ") else line[2:] for line in lines[:n])
+    return doc.rstrip() + "\n", "\n".join(lines[n:]).strip() + "\n"
 
 
 _USES = re.compile(r"^--\s*Uses:\s*(.*)$", re.MULTILINE)
@@ -64,13 +74,12 @@ def all_views() -> tuple[View, ...]:
         m = _HEADER.match(first)
         if not m or m.group(1) != p.stem:
             raise ValueError(f"{p}: first line must be '-- {p.stem}: <description>'")
-        header = "\n".join(l[2:].lstrip() if l.startswith("--") else l
-                           for l in text.split("\n") if l.startswith("--"))
+        header, definition = source_parts(text)
         u = _USES.search(text)
         if not u:
             raise ValueError(f"{p}: no '-- Uses: ...' line in the header")
         uses = tuple(x.strip() for x in u.group(1).split(",") if x.strip() and x.strip() != "(tables only)")
-        out.append(View(m.group(1), m.group(2).strip(), p, header,
+        out.append(View(m.group(1), m.group(2).strip(), p, header, definition,
                         _CREATE.sub("CREATE OR REPLACE TEMP VIEW", text, count=1), uses, text))
     return tuple(out)
 
