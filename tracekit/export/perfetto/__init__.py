@@ -29,20 +29,21 @@ ids) get synthetic ids.
 **Content**: API calls, torch ops, user annotations, NVTX ranges and instants on their host
 threads; kernels, memcpy and memset on their stream; GPU-side annotations ("Stream 7 ·
 annotations") and sync records ("Stream 7 · sync") next to the stream; counters of the store, GPU
-utilization (% busy per bucket, kernels and memops) and launch-queue depth (kernels launched and not
-finished, maximum per bucket) per GPU.
+memory (`tk_memory_series()`, sql/lib/memory.sql), GPU utilization (% of each bucket covered by
+the `gpu_busy` view's busy periods, clipped to the exported window) and launch-queue depth
+(kernels launched and not finished, maximum per bucket) per GPU.
 
 **Lanes.**  Perfetto requires the slices of one thread to nest.  On host threads a slice that only
 partially overlaps an earlier one is moved to an extra lane thread ("python · lane 2"); on GPU
 streams any two overlapping operations go to different lanes ("Stream 7 · lane 2"), first-fit in
 start order (the minimum number of lanes).  Nothing is dropped.
 
-**Flows** (arrows): from each launching API call to each kernel/memop by the one launch rule of
-the views (`tk_launch_link`, sql/lib/host_calls.sql: same (source_id, correlation_id) and pid; a
-GPU row without pid links when exactly one pid issued that correlation); when several API calls
-share a correlation the earliest is the launch (`tk_launch_calls()`'s order, here with the row
-as the last tie-break, within the exported time range).  A link is
-written only when the GPU work does not start before its launch call (Perfetto would drop the arrow).
+**Flows** (arrows): from each launching API call to each kernel/memop by the launch rule of the
+views (sql/lib/host_calls.sql): the launch call is `tk_launch_calls()`'s (the earliest call of the
+(source, pid, correlation id); of several rows with its start and end, the first), linked by
+`tk_launch_link` (same pid; a GPU row without pid links when exactly one pid issued that
+correlation).  An arrow is written when both ends are exported and the GPU work does not start
+before its launch call (Perfetto would drop the arrow; counted in ``skipped``).
 JSON: flow v2, ``bind_id`` = the launch's first link id with ``flow_out`` on the call and
 ``flow_in`` on each of its GPU ops (a graph launch fans out to all its kernels; the engine keeps a
 v2 flow open after a ``flow_in``).  Proto: one id per link, all in the call's ``flow_ids``, each in

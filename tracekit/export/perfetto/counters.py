@@ -88,21 +88,17 @@ class Counters:
             return
         B = self.o.util_bucket_ns or _nice_bucket(max(span - self.t0, 1))
         self.r.util_bucket_ns = B
+        # clipped to the window: the busy share of each bucket within the exported time range
+        a = "g.start_ns + s.off" if self.o.start_ns is None else "greatest(g.start_ns + s.off, $ws)"
+        b = "g.end_ns + s.off" if self.o.end_ns is None else "least(g.end_ns + s.off, $we)"
         util = f"""
-            WITH act AS (
-              SELECT s.ord, k.source_id, k.device_id, k.start_ns + s.off - $t0 AS a, k.end_ns + s.off - $t0 AS b
-              FROM kernels k JOIN tk_src s USING (source_id) WHERE k.end_ns > k.start_ns AND {W('k')} AND {D('k')}
-              UNION ALL
-              SELECT s.ord, m.source_id, m.device_id, m.start_ns + s.off - $t0, m.end_ns + s.off - $t0
-              FROM memops m JOIN tk_src s USING (source_id) WHERE m.end_ns > m.start_ns AND {W('m')} AND {D('m')}
-            ), keyed AS (
-              SELECT {{'ord': ord, 'source_id': source_id, 'device_id': device_id}} AS key, a AS start_ns, b AS end_ns
-              FROM act
-            ), busy AS (  -- the union per device: tk_merge_intervals of sql/lib/intervals.sql
-              SELECT key.ord AS ord, key.source_id AS source_id, key.device_id AS device_id, start_ns AS a, end_ns AS b
-              FROM tk_merge_intervals('keyed')
+            WITH busy AS (  -- the busy periods of each GPU: the `gpu_busy` view (sql/gpu_busy.sql)
+              SELECT s.ord, g.source_id, g.device_id, {a} - $t0 AS a, {b} - $t0 AS b
+              FROM gpu_busy g JOIN tk_src s USING (source_id)
+              WHERE {W('g')} AND {D('g')}
             ), bk AS (
               SELECT ord, source_id, device_id, a, b, unnest(generate_series(a // $B, (b - 1) // $B)) AS bi FROM busy
+              WHERE b > a
             )
             SELECT ord, source_id, device_id, bi,
                    sum(least(b, (bi + 1) * $B) - greatest(a, bi * $B))::DOUBLE AS busy

@@ -7,17 +7,21 @@ class Flows:
     def setup_links(self):
         con = self.con
         W = self._win
+        ids = ", ".join(str(int(sid)) for sid in self.sources)
         # launch links
         self.execute(f"""
             CREATE OR REPLACE TEMP TABLE tk_pairs AS
-            WITH api AS (
-              SELECT a.rowid AS api_rowid, a.source_id, a.pid, a.correlation_id, a.start_ns + s.off AS api_s,
-                     a.dur_ns AS api_dur, row_number() OVER (PARTITION BY a.source_id, a.pid, a.correlation_id
-                                        ORDER BY a.start_ns, a.end_ns DESC, a.tid, a.rowid) AS rn
-              FROM api_calls a JOIN tk_src s USING (source_id)
-              WHERE a.correlation_id IS NOT NULL AND {W('a')}
-            ), chosen AS (
-              SELECT *, count(*) OVER (PARTITION BY source_id, correlation_id) AS n_pids FROM api WHERE rn = 1
+            WITH chosen AS (  -- the launch call of each (source, pid, correlation id): tk_launch_calls()
+                              -- of sql/lib/host_calls.sql, as its api_calls row (calls with the same
+                              -- start and end are one call twice: the first row), when exported
+              SELECT c.source_id, c.pid, c.correlation_id, c.n_pids, min(a.rowid) AS api_rowid,
+                     c.start_ns + s.off AS api_s, c.dur_ns AS api_dur
+              FROM tk_launch_calls() c JOIN tk_src s USING (source_id)
+                   JOIN api_calls a ON a.source_id = c.source_id AND a.pid IS NOT DISTINCT FROM c.pid
+                    AND a.correlation_id = c.correlation_id AND a.start_ns = c.start_ns
+                    AND a.end_ns IS NOT DISTINCT FROM c.end_ns
+              WHERE c.source_id IN ({ids}) AND {W('a')}
+              GROUP BY ALL
             ), gpu AS (
               SELECT 'k' AS tbl, k.rowid AS g_rowid, k.source_id, k.pid, k.correlation_id,
                      k.start_ns + s.off AS g_s, k.dur_ns AS g_dur
