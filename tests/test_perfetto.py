@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import tracekit
 import pftrace
+import tracekit
 from conftest import FIXTURES, realworld
 from intervals import union
 from tracekit.cli import main
