@@ -6,6 +6,10 @@ Engine assertions (per export, both formats): no `stats` row with severity error
 (nor the info-level stats that mean lost arrows or events), slice count == slices exported, no
 open-ended slice (dur = -1), flow count == links exported, counter samples == samples exported,
 and every process/thread name the exporter wrote is in the engine's process/thread tables.
+Every .pftrace is also decoded with Perfetto's official generated classes (tests/pftrace.py:
+`perfetto_trace_pb2` of the `perfetto` package) and checked field by field: track uuids and
+parents, pids / tids and names, slices, flow ids, counter samples; on the fixtures both formats
+of one store are compared exactly (timestamps in ns, args, counter values, arrows).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import pftrace
 import tracekit
 from conftest import FIXTURES, realworld
+from intervals import union
 from tracekit.cli import main
 from tracekit.export import ExportOptions, export_perfetto
 from tracekit.export import engine as tp
@@ -113,6 +119,8 @@ def export_and_check(db, out: Path, engine=True, **opts):
     with tracekit.open(db) as st:
         r = export_perfetto(st, out, ExportOptions(**opts))
     check_lint(out, r)
+    if out.suffix == ".pftrace":
+        pftrace.check(out, r)  # decoded with Perfetto's own classes
     if engine:
         check_engine(out, r)
     return r
@@ -174,6 +182,83 @@ def test_fixture_export_loads_cleanly(tmp_path, cached_store, name, fmt):
     names = set(r.processes.values())
     assert any(n.startswith("GPU 0") for n in names)
     assert r.counter_tracks >= 2
+
+
+def _utilization(db, r, window=None) -> dict:
+    """Expected 'GPU utilization %' samples per GPU pid, from the raw kernels and memops rows (the
+    tests' own union of intervals): per bucket of r.util_bucket_ns on the file's clock, 100 x busy
+    / bucket, rounded to 2 decimals; a sample where the value changes, 0 after the last bucket."""
+    with tracekit.open(db) as st:
+        rows = st.sql("""SELECT g.source_id, g.device_id, g.start_ns + s.clock_offset_ns, g.end_ns + s.clock_offset_ns
+                         FROM (SELECT source_id, device_id, start_ns, end_ns FROM kernels
+                               UNION ALL SELECT source_id, device_id, start_ns, end_ns FROM memops) g
+                         JOIN sources s USING (source_id)""").fetchall()
+    B, t0 = r.util_bucket_ns, r.t0_ns
+    per_dev: dict = {}
+    for sid, dev, a, b in rows:
+        if window:
+            if not (a < window[1] and (b > window[0] or (a == b and a >= window[0]))):
+                continue
+            a, b = max(a, window[0]), min(b, window[1])
+        per_dev.setdefault((sid, dev), []).append((a - t0, b - t0))
+    want = {}
+    for key, iv in per_dev.items():
+        busy: dict = {}
+        for a, b in union(iv):
+            for bi in range(a // B, (b - 1) // B + 1) if b > a else ():
+                busy[bi] = busy.get(bi, 0) + min(b, (bi + 1) * B) - max(a, bi * B)
+        if not busy:
+            continue
+        samples, last = [], None
+        for bi in range(min(busy), max(busy) + 2):
+            v = round(100.0 * float(busy.get(bi, 0)) / B, 2)
+            if v != last:
+                samples.append((max(bi * B, 0), v))
+                last = v
+        want[key] = samples
+    return want
+
+
+@pytest.mark.parametrize("name", list(FIXTURE_SETS))
+def test_pftrace_equals_json_and_the_raw_rows(tmp_path, cached_store, name):
+    """Both formats of one store decode to the same slices (ts / dur in ns, name, category, args),
+    counter samples and arrows; kernels sit at their raw start + clock offset - t0; the utilization
+    counter is the busy share per bucket recomputed from the raw rows."""
+    db = cached_store(*[fixture(p) for p in FIXTURE_SETS[name]])
+    with tracekit.open(db) as st:
+        rj = export_perfetto(st, tmp_path / "a.json.gz")
+        rp = export_perfetto(st, tmp_path / "a.pftrace")
+        kernels = sorted(st.sql("""SELECT k.name, k.start_ns + s.clock_offset_ns, k.dur_ns FROM kernels k
+                                   JOIN sources s USING (source_id)""").fetchall())
+    assert (rj.slices, rj.flows, rj.counter_samples, rj.t0_ns) == (rp.slices, rp.flows, rp.counter_samples, rp.t0_ns)
+    d = pftrace.check(tmp_path / "a.pftrace", rp)
+    got = pftrace.as_json_like(d)
+    assert got == pftrace.from_json(tmp_path / "a.json.gz")
+    assert sorted((s["name"], s["ts"] + rp.t0_ns, s["dur"]) for s in d.slices if s["cat"] == "kernel") == kernels
+    util = {}
+    for u, ts, v in d.samples:
+        c = d.counters[u]
+        if c["name"] == "GPU utilization %":
+            util.setdefault(d.processes[c["parent"]]["name"], []).append((ts, v))
+    want = _utilization(db, rp)
+    assert len(util) == len(want) > 0
+    assert sorted(util.values()) == sorted(want.values())
+
+
+def test_windowed_utilization_is_clipped_to_the_window(tmp_path, cached_store):
+    """A window cuts a busy period: its utilization counts the busy time inside the window only."""
+    db = cached_store(fixture("kineto/decode_b1.json.gz"))
+    with tracekit.open(db) as st:
+        # both edges inside a kernel: the one that runs longest in each third of the capture
+        a, b = st.sql("""SELECT arg_max((k.start_ns + k.end_ns) // 2 + s.clock_offset_ns, k.dur_ns)
+                         FROM kernels k JOIN sources s USING (source_id)
+                         GROUP BY (k.start_ns - s.start_ns) * 3 // (s.end_ns - s.start_ns) ORDER BY 1""").fetchall()[:2]
+        win = (a[0], b[0])
+        r = export_perfetto(st, tmp_path / "w.pftrace", ExportOptions(start_ns=win[0], end_ns=win[1]))
+    d = pftrace.check(tmp_path / "w.pftrace", r)
+    util = [(ts, v) for u, ts, v in d.samples if d.counters[u]["name"] == "GPU utilization %"]
+    want, = _utilization(db, r, window=win).values()
+    assert util == want and len(want) > 10
 
 
 def test_two_ranks_are_ordered_top_down(tmp_path):
@@ -498,6 +583,7 @@ def test_proto_lint_decodes_the_export(tmp_path):
         r = export_perfetto(st, tmp_path / "a.pftrace")
     rep = lint_proto(tmp_path / "a.pftrace")
     assert rep.ok and rep.counts["slices"] == r.slices and rep.counts["flows"] == r.flows
+    pftrace.check(tmp_path / "a.pftrace", r)
     # truncation is caught
     data = (tmp_path / "a.pftrace").read_bytes()
     (tmp_path / "cut.pftrace").write_bytes(data[: len(data) // 2])

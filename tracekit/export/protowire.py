@@ -2,7 +2,7 @@
 
 Only what the Perfetto exporter writes (varint, 64-bit and length-delimited fields) and what its
 tests read back.  Field numbers are Perfetto's (protos/perfetto/trace/*.proto); they are spelled
-out in tracekit/export/perfetto.py next to their use.
+out in tracekit/export/perfetto/proto_writer.py next to their use.
 """
 
 from __future__ import annotations

@@ -1,0 +1,163 @@
+"""What is exported: the selected sources with their clock offsets, order and labels; the time
+window and device filters as SQL; t0; the names of processes, threads and devices."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .options import ExportError, ExportOptions, ExportResult
+
+BATCH_ROWS = 32_768
+
+
+def _source_label(s: dict) -> str:
+    parts = []
+    if s["rank"] is not None:
+        parts.append(f"rank {s['rank']}")
+    if s["host"]:
+        parts.append(s["host"])
+    parts.append(f"{s['format']} #{s['source_id']}")
+    return " · ".join(parts)
+
+
+
+class Selection:
+    def __init__(self, con, opts: ExportOptions, result: ExportResult):
+        self.con = con
+        self.o = opts
+        self.r = result
+
+    # -- selection ----------------------------------------------------------------------------
+    def resolve_sources(self) -> dict[int, dict]:
+        cols = ["source_id", "path", "format", "host", "rank", "world_size", "clock_origin",
+                "clock_offset_ns", "start_ns", "end_ns"]
+        rows = self.con.execute(f"SELECT {', '.join(cols)} FROM sources ORDER BY source_id").fetchall()
+        allsrc = {r[0]: dict(zip(cols, r)) for r in rows}
+        if not allsrc:
+            raise ExportError("the store has no sources; convert a trace into it first")
+        want = list(dict.fromkeys(self.o.sources)) or list(allsrc)
+        missing = [s for s in want if s not in allsrc]
+        if missing:
+            raise ExportError(f"no source {', '.join(map(str, missing))} in the store "
+                              f"(sources: {', '.join(map(str, allsrc))})")
+        bad_align = [s for s in self.o.align if s not in want]
+        if bad_align:
+            raise ExportError(f"--align names source {bad_align[0]}, which is not selected")
+        sel = {s: allsrc[s] for s in want}
+        known = {}
+        for sid, s in sel.items():
+            if sid in self.o.align:
+                s["offset"], s["offset_from"] = self.o.align[sid], "--align"
+                known[sid] = s["offset"]
+            elif s["clock_offset_ns"] is not None:
+                s["offset"], s["offset_from"] = s["clock_offset_ns"], f"clock_offset_ns ({s['clock_origin']})"
+                known[sid] = s["offset"]
+        starts = [sel[sid]["start_ns"] + off for sid, off in known.items() if sel[sid]["start_ns"] is not None]
+        ref = min(starts) if starts else 0
+        for sid, s in sel.items():
+            if "offset" not in s:
+                s["offset"] = ref - (s["start_ns"] or 0)
+                s["offset_from"] = "unknown clock: first event aligned to the earliest source"
+                if len(sel) > 1 and s["start_ns"] is not None:
+                    self.r.warnings.append(
+                        f"source {sid} ({Path(s['path']).name}) has no known clock offset; its first "
+                        f"event was aligned with the earliest source's. Use --align {sid}=OFFSET_NS "
+                        "to place it exactly")
+        if self.o.relative:
+            firsts = [s["start_ns"] + s["offset"] for s in sel.values() if s["start_ns"] is not None]
+            base = min(firsts) if firsts else 0
+            for name in ("start", "end"):
+                if self.o.relative.get(name) and getattr(self.o, f"{name}_ns") is not None:
+                    setattr(self.o, f"{name}_ns", getattr(self.o, f"{name}_ns") + base)
+            self.o.relative = {}
+            if self.o.start_ns is not None and self.o.end_ns is not None and self.o.end_ns <= self.o.start_ns:
+                raise ExportError("--end must be after --start")
+        order = sorted(sel.values(), key=lambda s: (s["rank"] is None, s["rank"] or 0, s["host"] or "",
+                                                    s["source_id"]))
+        for i, s in enumerate(order):
+            s["ord"] = i
+            s["label"] = _source_label(s)
+        return sel
+
+    def _win(self, alias: str, start="start_ns", end="end_ns") -> str:
+        o = self.o
+        conds = []
+        if o.end_ns is not None:
+            conds.append(f"{alias}.{start} + s.off < $we")
+        if o.start_ns is not None:
+            conds.append(f"({alias}.{end} + s.off > $ws OR ({alias}.{end} = {alias}.{start} "
+                         f"AND {alias}.{start} + s.off >= $ws))")
+        return " AND ".join(conds) or "TRUE"
+
+    def _dev(self, alias: str, allow_null: bool = False) -> str:
+        if not self.o.devices:
+            return "TRUE"
+        ids = ", ".join(str(int(d)) for d in self.o.devices)
+        cond = f"{alias}.device_id IN ({ids})"
+        return f"({alias}.device_id IS NULL OR {cond})" if allow_null else cond
+
+    def params(self, sql: str, **extra) -> dict:
+        """The query parameters that ``sql`` uses (DuckDB rejects unused ones)."""
+        p = {"ws": self.o.start_ns, "we": self.o.end_ns, **extra}
+        return {k: v for k, v in p.items() if re.search(rf"\${k}\b", sql)}
+
+    def execute(self, sql: str, **params):
+        return self.con.execute(sql, self.params(sql, **params)).fetchall()
+
+    def reader(self, sql: str, **params):
+        rel = self.con.sql(sql, params=self.params(sql, **params))
+        return rel.to_arrow_reader(BATCH_ROWS)
+
+    # -- setup ----------------------------------------------------------------------------------
+    def setup_sources(self):
+        con = self.con
+        import pyarrow as pa
+
+        sel = self.sources
+        tbl = pa.table({"source_id": pa.array(list(sel), pa.int32()),
+                        "off": pa.array([s["offset"] for s in sel.values()], pa.int64()),
+                        "ord": pa.array([s["ord"] for s in sel.values()], pa.int32()),
+                        "kin": pa.array([s["format"] == "kineto" for s in sel.values()], pa.bool_())})
+        con.register("tk_src_arrow", tbl)
+        con.execute("CREATE OR REPLACE TEMP TABLE tk_src AS SELECT * FROM tk_src_arrow")
+        con.unregister("tk_src_arrow")
+        W = self._win
+        t0 = self.execute(f"""
+            SELECT min(v) FROM (
+              SELECT min(a.start_ns + s.off) v FROM api_calls a JOIN tk_src s USING (source_id) WHERE {W('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM events a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND (a.device_id IS NULL OR {self._dev('a')})
+              UNION ALL SELECT min(a.start_ns + s.off) FROM kernels a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM memops a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.start_ns + s.off) FROM syncs a JOIN tk_src s USING (source_id)
+                WHERE {W('a')} AND {self._dev('a')}
+              UNION ALL SELECT min(a.ts_ns + s.off) FROM counters a JOIN tk_src s USING (source_id)
+                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)}
+              UNION ALL SELECT min(a.ts_ns + s.off) FROM memory_events a JOIN tk_src s USING (source_id)
+                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""")[0][0]
+        self.t0 = self.r.t0_ns = int(t0) if t0 is not None else 0
+        if t0 is None:
+            self.r.warnings.append("the selection holds no events; the trace is empty")
+
+    def names(self):
+        con = self.con
+        ids = ", ".join(str(s) for s in self.sources)
+        proc_names = {}
+        for sid, pid, name in con.execute(
+                f"SELECT source_id, pid, name FROM processes WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, pid").fetchall():
+            proc_names.setdefault((sid, pid), name)
+        thread_names = {}
+        for sid, pid, tid, name in con.execute(
+                f"SELECT source_id, pid, tid, name FROM threads WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, pid, tid").fetchall():
+            thread_names.setdefault((sid, pid, tid), name)
+        dev_names = {}
+        for sid, dev, name in con.execute(
+                f"SELECT source_id, device_id, name FROM devices WHERE source_id IN ({ids}) AND name IS NOT NULL "
+                "ORDER BY source_id, device_id").fetchall():
+            dev_names.setdefault((sid, dev), name)
+        return proc_names, thread_names, dev_names
