@@ -6,6 +6,8 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ...names import plural
+
 JSON_SUFFIXES = (".json", ".json.gz")
 PROTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
 
@@ -49,11 +51,11 @@ class ExportResult:
     seconds: float = 0.0
 
     def summary(self) -> str:
-        parts = [f"{self.slices:,} slices", f"{self.flows:,} flows",
-                 f"{self.counter_samples:,} counter samples on {self.counter_tracks} tracks",
-                 f"{len(self.processes)} processes", f"{len(self.threads)} threads"]
+        parts = [plural(self.slices, "slice"), plural(self.flows, "flow"),
+                 f"{plural(self.counter_samples, 'counter sample')} on {plural(self.counter_tracks, 'track')}",
+                 plural(len(self.processes), "process", nouns="processes"), plural(len(self.threads), "thread")]
         if self.extra_lanes:
-            parts.append(f"{self.extra_lanes} overlap lanes")
+            parts.append(plural(self.extra_lanes, "overlap lane"))
         line = f"wrote {self.path} ({self.format}, {self.bytes_written / 1e6:.1f} MB, " \
                f"{self.seconds:.1f} s): " + ", ".join(parts)
         if self.skipped:
