@@ -23,7 +23,7 @@ guessed.  Tables: ``ncu_kernels`` (one row per result), ``ncu_metrics`` (one per
 
 # the package's public names (tests, bench and the registry import them from here)
 # ruff: noqa: F401
-from .adapter import REPORT_MAGIC, NcuAdapter
+from .adapter import REPORT_MAGIC, NcuAdapter, sniff
 from .values import (
                      DETAIL_COLUMNS,
                      DEVICE_METRICS,

@@ -4,10 +4,12 @@ result, the processes and devices, and the ``sources`` fields."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ...names import short_kernel_name
 from ..base import Adapter, Builders, TraceError
+from ..detect import CONTENT, MAGIC, NAME, Probe
 from .csvpages import CsvPages, _open_text
 from .report import ReportReader
 from .values import (
@@ -21,6 +23,24 @@ from .values import (
 )
 
 REPORT_MAGIC = b"NVR\x00"
+# an ncu table header written with another delimiter (the ncu reader explains the problem)
+_OTHER_DELIMITER = re.compile(rb'(?m)^"?ID"?[;\t|]"?Process ID"?[;\t|]')
+
+
+def sniff(p: Probe) -> int:
+    """ncu input: a report (magic 'NVR', or the .ncu-rep / .ncu-repz name), ncu's CSV (the header
+    of the details / raw pages or of --print-summary, ==PROF== console lines), or what the reader
+    refuses with a precise message (another delimiter, ncu's text mode)."""
+    if p.magic.startswith(REPORT_MAGIC):
+        return MAGIC
+    if p.suffix in (".ncu-rep", ".ncu-repz"):
+        return NAME
+    head = p.head
+    if b'"ID","Process ID"' in head or b"==PROF==" in head or b'"Process ID","Process Name"' in head:
+        return CONTENT
+    if _OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
+        return CONTENT
+    return 0
 
 
 class NcuAdapter(CsvPages, ReportReader, Adapter):

@@ -79,7 +79,7 @@ pid / tid are decoded from ``globalTid`` / ``globalPid``: bits 47â€“24 PID, 23â€
 # ruff: noqa: F401
 from __future__ import annotations
 
-from .adapter import NsysAdapter
+from .adapter import NsysAdapter, sniff
 from .args import _args_arrow, _args_joined, _args_sql
 from .common import (
                      API_CLASSES,

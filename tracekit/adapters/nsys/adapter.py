@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from ... import schema
 from ..base import Adapter, Builders, TraceError
+from ..detect import MAGIC, NAME, SQLITE_MAGIC, Probe
 from .common import (
     _INT,
     CUPTI_OVERHEAD,
@@ -21,6 +22,7 @@ from .common import (
     MEMCPY,
     MEMSET,
     NSYS_MARKERS,
+    NSYS_REP_MAGIC,
     READ_TABLES,
     RUNTIME,
     SYNC,
@@ -36,6 +38,14 @@ from .gpu import GpuTables
 from .host import HostTables
 from .reader import SqliteReader
 from .report import export_report, is_report
+
+
+def sniff(p: Probe) -> int:
+    """An nsys SQLite export or report: SQLite's or the report's magic, else a report's name
+    (.nsys-rep / .qdrep; the reader says what is wrong with it)."""
+    if p.magic.startswith(SQLITE_MAGIC) or p.magic.startswith(NSYS_REP_MAGIC):
+        return MAGIC
+    return NAME if p.suffix in (".nsys-rep", ".qdrep") else 0
 
 
 class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
