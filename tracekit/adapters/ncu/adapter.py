@@ -7,8 +7,9 @@ import os
 import re
 from pathlib import Path
 
+from ... import schema
 from ...names import short_kernel_name
-from ..base import Adapter, Builders, TraceError
+from ..base import Adapter, Builders, TraceError, fits
 from ..detect import CONTENT, MAGIC, NAME, Probe
 from .csvpages import CsvPages, _open_text
 from .report import ReportReader
@@ -41,6 +42,19 @@ def sniff(p: Probe) -> int:
     if _OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
         return CONTENT
     return 0
+
+_COLUMN = {f.name: f.type for f in schema.table("ncu_kernels").arrow}
+#: identity cells -> their ncu_kernels column
+_IDENTITY_COLUMNS = {"Process ID": "pid", "Device": "device_id", "Context": "context_id", "Stream": "stream_id"}
+
+
+def _cell_int(ident: dict, cell: str) -> int | None:
+    """An identity cell as its column's integer; None when empty, not an integer, or beyond the
+    column's type (the caller keeps the cell's text)."""
+    if not (ident.get(cell) or "").strip():
+        return None
+    v = _int_cell(ident.get(cell))
+    return v if fits(v, _COLUMN[_IDENTITY_COLUMNS[cell]]) else None
 
 
 class NcuAdapter(CsvPages, ReportReader, Adapter):
@@ -104,19 +118,25 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         if "l1_sectors_per_request" not in f and r.l1.get(_L1_REQUESTS):
             if _L1_SECTORS in r.l1:
                 f["l1_sectors_per_request"] = r.l1[_L1_SECTORS] / r.l1[_L1_REQUESTS]
+        # a number its column cannot hold (the rule of base.fit) reads as NULL, and its cell's text
+        # is kept as an ncu_metrics row (ncu's args), as the text of a cell that does not parse is
         gx, gy, gz = _dim3(ident.get("Grid Size"))
+        if not all(fits(v, _COLUMN["grid_x"]) for v in (gx, gy, gz)):
+            gx = gy = gz = None
         bx, by, bz = _dim3(ident.get("Block Size"))
+        if not all(fits(v, _COLUMN["block_x"]) for v in (bx, by, bz)):
+            bx = by = bz = None
         geo = {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz}
         for k, v in geo.items():
             if v is None and k in f:
                 geo[k] = _int_or_none(f[k])
-        pid = _int_cell(ident.get("Process ID")) if ident.get("Process ID", "").strip() else None
+        cell_ints = {c: _cell_int(ident, c) for c in _IDENTITY_COLUMNS}
+        pid = cell_ints["Process ID"]
         pname = ident.get("Process Name") or None
-        device = _int_cell(ident.get("Device")) if ident.get("Device", "").strip() else None
+        device = cell_ints["Device"]
         if device is None and "device_id" in f:
             device = _int_or_none(f["device_id"])
-        ctx = _int_cell(ident.get("Context")) if ident.get("Context", "").strip() else None
-        stream = _int_cell(ident.get("Stream")) if ident.get("Stream", "").strip() else None
+        ctx, stream = cell_ints["Context"], cell_ints["Stream"]
         if ctx is None and "context_id" in f:
             ctx = _int_or_none(f["context_id"])
         if stream is None and "stream_id" in f:
@@ -124,8 +144,6 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         name = ident.get("Kernel Name") or None
         # an identity cell that does not parse keeps its text (an ncu_metrics row), never dropped;
         # so does a CC its device does not carry (the devices row keeps the first one)
-        cell_ints = {c: _int_cell(ident.get(c)) if (ident.get(c) or "").strip() else None
-                     for c in ("Process ID", "Device", "Context", "Stream")}
         for col, got in (*cell_ints.items(), ("Grid Size", gx), ("Block Size", bx)):
             raw = (ident.get(col) or "").strip()
             if raw and got is None:

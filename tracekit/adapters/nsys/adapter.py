@@ -11,10 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
-from ..base import Adapter, Builders, TraceError
+from ..base import RAW_PREFIX, Adapter, Builders, TraceError, fit, with_raw_args
 from ..detect import MAGIC, NAME, SQLITE_MAGIC, Probe
 from .common import (
-    _INT,
     CUPTI_OVERHEAD,
     GRAPH_TRACE,
     KERNEL,
@@ -32,7 +31,6 @@ from .common import (
     _json,
     _q,
     _str_or_none,
-    _text,
 )
 from .gpu import GpuTables
 from .host import HostTables
@@ -74,7 +72,6 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
     # -------------------------------------------------------------------------------------------
     def _read(self, con, path, sid, progress, meta_extra):
         self.con, self.sid = con, sid
-        self.repairs: dict[str, int] = {}
         try:
             names = [r[0] for r in self._all("SELECT name FROM sqlite_master WHERE type = 'table'")]
         except sqlite3.DatabaseError as e:
@@ -120,69 +117,85 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         self.source = self._source_info(meta_extra)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _ints(self, table: str, cols: dict, name: str, n: int) -> pa.Array:
+    def _ints(self, table: str, cols: dict, name: str, n: int, keep: bool = True,
+              required: bool = False) -> pa.Array:
+        """Column ``name`` of a chunk of ``table`` as int64, by the one rule (base.fit): a value
+        that is not an integer (a user-edited file) is NULL, its raw value kept in the row's args
+        as ``_raw_<name>`` (``keep``: the target table has args) and counted.  ``required`` (a
+        row's time): NULL and nothing counted here, the caller skips the row with the reason.
+        Each column of a chunk is fitted once (``cols["__fit"]``), so a repair is counted once."""
+        done = cols.setdefault("__fit", {})
+        if name in done:
+            return done[name]
         v = cols.get(name)
         if v is None:
-            return pa.nulls(n, pa.int64())
-        if isinstance(v, pa.Array):  # from the columnar reader: int64 already (checked there)
-            return v if v.type == pa.int64() else v.cast(pa.int64())
-        try:
-            if any(type(x) is float for x in v):  # pyarrow would truncate 1.5 to 1, silently
-                raise TypeError("float in an integer column")
-            return pa.array(v, pa.int64())
-        except _INT:  # a value of another type (user-edited file): NULL it, count it
-            fixed = [x if isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
-                     else int(x) if type(x) is float and x.is_integer() and -2**63 <= x < 2**63 else None
-                     for x in v]
-            bad = sum(1 for x, y in zip(v, fixed) if x is not None and y is None)
-            key = f"{table}.{name}: non-integer values read as NULL"
-            self.repairs[key] = self.repairs.get(key, 0) + bad
-            return pa.array(fixed, pa.int64())
+            arr = pa.nulls(n, pa.int64())
+        else:
+            arr, bad = fit(v, pa.int64())
+            if bad and not required:
+                self._keep_raw(table, cols, name, pa.int64(), v, bad, keep)
+        done[name] = arr
+        return arr
+
+    def _times(self, table: str, cols: dict, n: int, end_required: bool = True):
+        """(start, end) of a chunk: the times that place a row, required (``_ints``); the rows
+        without a usable one are skipped by ``_valid_interval``.  ``end_required=False``: an end
+        that does not fit is repaired instead (NVTX: a range without end is kept)."""
+        return (self._ints(table, cols, "start", n, required=True),
+                self._ints(table, cols, "end", n, required=end_required))
+
+    def _keep_raw(self, table: str, cols: dict, name: str, t: pa.DataType, values, bad: list[int],
+                  keep: bool) -> None:
+        """Count the values of ``bad`` that did not fit, and keep them in the chunk's args."""
+        self.accounting.misfits(table, name, t, len(bad), keep)
+        if keep:
+            arrow = isinstance(values, (pa.Array, pa.ChunkedArray))
+            cols["__args"] = with_raw_args(cols["__args"], {
+                i: {RAW_PREFIX + name: values[i].as_py() if arrow else values[i]} for i in bad})
 
     def _batch(self, table: str, n: int, cols: dict) -> pa.RecordBatch:
-        arrays = []
-        for f in schema.table(table).arrow:
-            if f.name == "source_id":
-                arrays.append(pa.nulls(n, pa.int32()).fill_null(self.sid))
-                continue
+        """A record batch of schema table ``table`` from its columns (arrays or lists), each
+        fitted by the one rule (base.fit): a value that does not fit (an id beyond an int32
+        column, a number in a text column) is NULL (text: its text), counted, and kept in args
+        as ``_raw_<column>``."""
+        fields = schema.table(table).arrow
+        arrays: dict[str, pa.Array] = {}
+        extras: dict[int, dict] = {}
+        has_args = "args" in fields.names
+        for f in fields:
             v = cols.get(f.name)
+            if f.name in ("source_id", "args"):
+                continue
             if v is None:
-                arrays.append(pa.nulls(n, f.type))
-            elif isinstance(v, pa.Array):
-                arrays.append(v if v.type == f.type else self._cast(table, f, v))
-            elif pa.types.is_string(f.type):
-                arrays.append(self._strs(table, f.name, v))
+                arrays[f.name] = pa.nulls(n, f.type)
+                continue
+            arr, bad = fit(v, f.type)
+            arrays[f.name] = arr
+            if bad:
+                self.accounting.misfits(table, f.name, f.type, len(bad), has_args)
+                arrow = isinstance(v, (pa.Array, pa.ChunkedArray))
+                for i in bad:
+                    extras.setdefault(i, {})[RAW_PREFIX + f.name] = v[i].as_py() if arrow else v[i]
+        if has_args:
+            args = cols.get("args")
+            if extras:
+                args = with_raw_args(args if args is not None else [None] * n, extras)
+            arrays["args"] = pa.nulls(n, pa.string()) if args is None else self._strs(table, "args", args)
+        sid = pa.nulls(n, pa.int32()).fill_null(self.sid)
+        return pa.RecordBatch.from_arrays([sid if f.name == "source_id" else arrays[f.name] for f in fields],
+                                          schema=fields)
+
+    def _strs(self, table: str, name: str, v, cols: dict | None = None) -> pa.Array:
+        """A column as text by the one rule: a value of another type is written as its text
+        (bytes decoded with U+FFFD, numbers written out), counted, and with ``cols`` (the chunk)
+        its raw value kept in args as ``_raw_<name>``."""
+        arr, bad = fit(v, pa.string())
+        if bad:
+            if cols is not None:
+                self._keep_raw(table, cols, name, pa.string(), v, bad, True)
             else:
-                arrays.append(pa.array(v, f.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=schema.table(table).arrow)
-
-    def _cast(self, table: str, f: pa.Field, v: pa.Array) -> pa.Array:
-        """Cast to the column type; integers that do not fit a narrower column become NULL
-        (counted in metadata.tracekit_repairs)."""
-        try:
-            return v.cast(f.type)
-        except (pa.ArrowInvalid, OverflowError):
-            if not (pa.types.is_integer(f.type) and pa.types.is_integer(v.type)):
-                raise
-        bits = f.type.bit_width
-        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if pa.types.is_signed_integer(f.type) else (0, 2 ** bits - 1)
-        fits = pc.and_(pc.greater_equal(v, lo), pc.less_equal(v, hi))
-        out = pc.if_else(fits, v, pa.scalar(None, v.type)).cast(f.type)
-        key = f"{table}.{f.name}: values beyond the column's range read as NULL"
-        self.repairs[key] = self.repairs.get(key, 0) + out.null_count - v.null_count
-        return out
-
-    def _strs(self, table: str, name: str, v) -> pa.Array:
-        """A list of values as text (bytes decoded with U+FFFD, numbers written out; counted)."""
-        try:
-            return pa.array(v, pa.string())
-        except _INT:
-            fixed = [x if x is None or isinstance(x, str) else _text(x) if isinstance(x, bytes) else str(x)
-                     for x in v]
-            key = f"{table}.{name}: non-text values read as text"
-            self.repairs[key] = self.repairs.get(key, 0) + sum(
-                1 for x in v if x is not None and not isinstance(x, str))
-            return pa.array(fixed, pa.string())
+                self.accounting.misfits(table, name, pa.string(), len(bad), False)
+        return arr
 
     def _valid_interval(self, table: str, rows, keys, start: pa.Array, end: pa.Array,
                         among: pa.Array | None = None) -> pa.Array | None:
@@ -201,9 +214,13 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
             if v or (check is not None and not check[i]):
                 continue
             s, e = start[i].as_py(), end[i].as_py()
-            why = ("without start" if s is None else "without end" if e is None
+            raw = dict(zip(keys, rows[i]))
+            why = ("with a start that is not an integer" if s is None and raw.get("start") is not None
+                   else "without start" if s is None
+                   else "with an end that is not an integer" if e is None and raw.get("end") is not None
+                   else "without end" if e is None
                    else "with end before start" if e < s else "with a duration beyond int64")
-            self.accounting.skip(f"{table}: row {why}", dict(zip(keys, rows[i])))
+            self.accounting.skip(f"{table}: row {why}", raw)
         return ok
 
     def _emit(self, table: str, batch: pa.RecordBatch, mask: pa.Array | None = None):
@@ -338,8 +355,6 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
                     if t not in READ_TABLES and not t.startswith("ENUM_") and self.counts.get(t)}
         if not_read:
             meta["tables_not_converted"] = not_read
-        if self.repairs:
-            meta["tracekit_repairs"] = dict(self.repairs)
         meta.update(meta_extra)
         return {
             "format_version": _str_or_none(meta.get("EXPORT_SCHEMA_VERSION")),

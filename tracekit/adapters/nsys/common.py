@@ -61,7 +61,6 @@ READ_TABLES = {KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, CUPTI_OVERHEA
 NSYS_MARKERS = ("StringIds", "NVTX_EVENTS", "OSRT_API", "META_DATA_EXPORT", "EXPORT_META_DATA",
                 "TARGET_INFO_SESSION_START_TIME", "ThreadNames")
 
-_INT = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError)
 
 
 def _q(name: str) -> str:

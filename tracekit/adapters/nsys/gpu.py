@@ -38,9 +38,9 @@ class GpuTables:
         for rows, c in self._select_fast(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
-            name = self._lookup(t, "demangledName", c["demangledName"])
-            short = self._lookup(t, "shortName", c["shortName"])
+            start, end = self._times(t, c, n)
+            name = self._lookup(t, c, "demangledName")
+            short = self._lookup(t, c, "shortName")
             if name.null_count:  # no demangled name: fall back to the short name
                 name = pc.coalesce(name, short)
             if short.null_count:  # no short name (trimmed exports): derive it like Kineto does
@@ -51,7 +51,7 @@ class GpuTables:
                 "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
                 "name": name, "short_name": short,
-                "mangled_name": self._lookup(t, "mangledName", c["mangledName"]),
+                "mangled_name": self._lookup(t, c, "mangledName"),
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "grid_x": I("gridX"), "grid_y": I("gridY"), "grid_z": I("gridZ"),
                 "block_x": I("blockX"), "block_y": I("blockY"), "block_z": I("blockZ"),
@@ -71,7 +71,7 @@ class GpuTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             name = [f"[CUDA graph {g}]" if g is not None else "[CUDA graph]" for g in c["graphId"]]
             batch = self._batch("kernels", n, {
                 "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
@@ -91,7 +91,7 @@ class GpuTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             ck, sk, dk = c["copyKind"], c["srcKind"], c["dstKind"]
             keys = list(zip(ck, sk, dk))
             for k in set(keys) - names.keys():
@@ -120,7 +120,7 @@ class GpuTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             mk = c["memKind"]
             batch = self._batch("memops", n, {
                 "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
@@ -143,7 +143,7 @@ class GpuTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             stream, event = I("streamId"), I("eventId")  # 4294967295: no stream / no event
             stream = pc.if_else(pc.equal(stream, NO_STREAM), pa.scalar(None, pa.int64()), stream)
             event = pc.if_else(pc.equal(event, NO_STREAM), pa.scalar(None, pa.int64()), event)
@@ -169,12 +169,14 @@ class GpuTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, op, mk = I("start"), c["memoryOperationType"], c["memKind"]
+            start = self._ints(t, c, "start", n, required=True)
+            op, mk = c["memoryOperationType"], c["memKind"]
             ok = [x in MEM_OPS and s is not None for x, s in zip(op, start.to_pylist())]
             for i, v in enumerate(ok):
                 if not v:
                     self.accounting.skip(
-                        f"{t}: row without start" if start[i].as_py() is None
+                        (f"{t}: row with a start that is not an integer" if rows[i][0] is not None
+                         else f"{t}: row without start") if start[i].as_py() is None
                         else f"{t}: memoryOperationType {op[i]} (neither allocation nor deallocation)",
                         dict(zip(wanted, rows[i])))
             batch = self._batch("memory_events", n, {
@@ -183,7 +185,7 @@ class GpuTables:
                 "allocator": pa.nulls(n, pa.string()).fill_null("cuda"),
                 "memory_kind": [MEM_KINDS.get(x, "unknown") or "unknown" for x in mk],
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
-                "name": self._strs(t, "name", c["name"]),
+                "name": self._strs(t, "name", c["name"], c),
                 "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
             yield from self._emit("memory_events", batch, None if all(ok) else pa.array(ok))
             self._tick(n)

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...names import api_base_name
+from ..base import fit
 from .args import _args_sql
 from .common import (
-    _INT,
     API_CLASSES,
     CUDA_BACKTRACE,
     EVENT_CLASS_LABELS,
@@ -39,16 +39,16 @@ class HostTables:
         for rows, c in self._select_fast(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             g = I("globalTid")
-            raw = self._lookup(t, "nameId", c["nameId"])
+            raw = self._lookup(t, c, "nameId")
             enc = raw.dictionary_encode()
             for s in set(enc.dictionary.to_pylist()) - api_names.keys():
                 api_names[s] = api_base_name(s)
             base = pc.take(pa.array([api_names[s] for s in enc.dictionary.to_pylist()], pa.string()),
                            enc.indices)
             ec = c["eventClass"]
-            klass = I("eventClass")
+            klass, ret = I("eventClass"), I("returnValue")  # before args are taken: raw values go there
             common = {"pid": decode_pid(g), "tid": decode_tid(g), "start_ns": start, "end_ns": end,
                       "dur_ns": pc.subtract(end, start), "correlation_id": I("correlationId"),
                       "args": c["__args"]}
@@ -61,7 +61,7 @@ class HostTables:
                 "api": pc.if_else(pc.equal(klass, 0), pa.scalar(API_CLASSES[0]),
                                   pc.if_else(pc.equal(klass, 1), pa.scalar(API_CLASSES[1]),
                                              pa.scalar(None, pa.string()))),
-                "return_value": I("returnValue")})
+                "return_value": ret})
             yield from self._emit("api_calls", api, pc.and_(ok, is_api))
             if pc.any(is_bt).as_py():
                 ev = self._batch("events", n, {
@@ -114,7 +114,8 @@ class HostTables:
         for rows, c in self._select_nvtx(t, wanted, args_skip, extra):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end, etype = I("start"), I("end"), I("eventType")
+            start, end = self._times(t, c, n, end_required=False)
+            etype = I("eventType")
             is_range = pc.is_in(etype, pa.array(NVTX_RANGES, pa.int64())).fill_null(False)
             is_mark = pc.equal(etype, NVTX_MARK).fill_null(False)
             if maxts is not None:
@@ -122,7 +123,7 @@ class HostTables:
             end = pc.if_else(is_mark, start, end)
             g = I("globalTid")
             pid = decode_pid(g)
-            name = pc.coalesce(self._lookup(t, "textId", c["textId"]), self._strs(t, "text", c["text"]))
+            name = pc.coalesce(self._lookup(t, c, "textId"), self._strs(t, "text", c["text"], c))
             dom_ids = c["domainId"]
             if domains:
                 pids = pid.to_pylist()
@@ -162,14 +163,15 @@ class HostTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end, klass = I("start"), I("end"), I("eventClass")
+            start, end = self._times(t, c, n)
+            klass = I("eventClass")
             g = I("globalTid")
             is_call = pc.or_(pc.equal(klass, OSRT_CLASS), pc.is_null(klass)).fill_null(False)
             mask = self._valid_interval(t, rows, wanted, start, end, among=is_call)
             batch = self._batch("events", n, {
                 "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._lookup(t, "nameId", c["nameId"]),
+                "name": self._lookup(t, c, "nameId"),
                 "category": pa.nulls(n, pa.string()).fill_null("osrt"),
                 "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
             yield from self._emit("events", batch, mask)
@@ -189,12 +191,12 @@ class HostTables:
         for rows, c in self._select(t, wanted):
             n = len(rows)
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731
-            start, end = I("start"), I("end")
+            start, end = self._times(t, c, n)
             g = I("globalTid")
             batch = self._batch("events", n, {
                 "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._lookup(t, "nameId", c["nameId"]),
+                "name": self._lookup(t, c, "nameId"),
                 "category": pa.nulls(n, pa.string()).fill_null("overhead"),
                 "correlation_id": I("correlationId"),
                 "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
@@ -222,17 +224,14 @@ class HostTables:
         wanted = ["timestamp", "typeId", "metricId", "value"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            ts = self._ints(t, c, "timestamp", n)
-            ty = self._ints(t, c, "typeId", n)
-            mi = self._ints(t, c, "metricId", n)
+            # counters have no args: a value that does not fit is counted, not kept
+            ts = self._ints(t, c, "timestamp", n, keep=False, required=True)
+            ty = self._ints(t, c, "typeId", n, keep=False)
+            mi = self._ints(t, c, "metricId", n, keep=False)
             key = pc.bit_wise_or(pc.shift_left(ty, 32), pc.bit_wise_and(mi, 0xFFFFFFFF))
             names = pc.coalesce(pc.take(values, pc.index_in(key, value_set=keys)),  # unnamed: "metric N"
                                 pc.binary_join_element_wise("metric ", pc.cast(mi, pa.string()), ""))
-            try:
-                value = pa.array(c["value"], pa.float64())
-            except _INT:
-                value = pa.array([float(v) if isinstance(v, (int, float)) else None for v in c["value"]],
-                                 pa.float64())
+            value = fit(c["value"], pa.float64())[0]  # a value that is not a number: skipped below
             ok = pc.and_(pc.is_valid(ts), pc.is_valid(value))
             if not pc.all(ok).as_py():
                 for i in (i for i, v in enumerate(ok.to_pylist()) if not v):

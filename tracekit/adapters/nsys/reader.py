@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..base import RAW_PREFIX, with_raw_args
 from .args import _args_arrow, _args_sql
 from .common import _is_int64, _q, _text
 
@@ -38,8 +39,7 @@ class SqliteReader:
     def _use_replacing_decoder(self, what: str) -> None:
         """Invalid UTF-8 in a text value: from now on decode with U+FFFD replacement (counted)."""
         self.con.text_factory = _text
-        key = f"{what}: invalid UTF-8 in text values, replaced with U+FFFD"
-        self.repairs[key] = self.repairs.get(key, 0) + 1
+        self.accounting.repair(f"{what}: invalid UTF-8 in text values, replaced with U+FFFD")
 
     def _all(self, sql: str) -> list:
         """fetchall, tolerating invalid UTF-8 (rare: the default str decoding is kept for speed)."""
@@ -67,18 +67,20 @@ class SqliteReader:
                 bad += 1
                 continue
             out[i] = v if isinstance(v, str) else _text(v) if isinstance(v, bytes) else str(v)
-        if bad:
-            self.repairs["StringIds: rows without an integer id or a value, ignored"] = bad
+        self.accounting.repair("StringIds: rows without an integer id or a value, ignored", bad)
         return out
 
-    def _lookup(self, table: str, column: str, ids) -> pa.Array:
-        """StringIds look-up of a column of ids, in Arrow (NULL where the id is unknown; counted)."""
-        ids = self._ints(table, {column: ids}, column, len(ids))
+    def _lookup(self, table: str, cols: dict, column: str) -> pa.Array:
+        """StringIds look-up of the chunk's column of ids, in Arrow: NULL where the id is unknown
+        (counted, the id kept in the row's args as ``_raw_<column>``)."""
+        ids = self._ints(table, cols, column, len(cols["__args"]))
         out = pc.take(self._sid_values, pc.index_in(ids, value_set=self._sid_keys))
-        missing = out.null_count - ids.null_count
-        if missing:
-            key = f"{table}.{column}: ids not found in StringIds (name left NULL)"
-            self.repairs[key] = self.repairs.get(key, 0) + missing
+        if out.null_count > ids.null_count:
+            missing = pc.indices_nonzero(pc.and_(pc.is_valid(ids), pc.is_null(out))).to_pylist()
+            self.accounting.repair(f"{table}.{column}: ids not found in StringIds (name left NULL)",
+                                   len(missing))
+            cols["__args"] = with_raw_args(cols["__args"], {i: {RAW_PREFIX + column: ids[i].as_py()}
+                                                            for i in missing})
         return out
 
     def _select(self, table: str, wanted: list[str], args_skip: set[str] = frozenset(),
