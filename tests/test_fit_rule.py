@@ -45,6 +45,9 @@ def test_fit_arrow_arrays():
     assert arr.to_pylist() == [1, 2, 3] and bad == []
     arr, bad = fit(pa.array([5, None]), pa.string())  # numbers in a text column: their text, counted
     assert arr.to_pylist() == ["5", None] and bad == [0]
+    assert fit(pa.array([True, None]), pa.int64())[1] == [0]  # a bool is no number
+    assert fit(pa.array([1.0, 2.5]), pa.int64())[0].to_pylist() == [1, None]
+    assert fit(pa.array([2**53 + 1]), pa.float64())[1] == [0]  # no double holds it exactly
 
 
 def test_with_raw_args():

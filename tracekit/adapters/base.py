@@ -109,10 +109,17 @@ def dumps_args(obj) -> str | None:
 #    ``Accounting.repairs`` ("<table>.<name>: values that do not fit ...", ``Accounting.misfits``);
 #  * in a column the row cannot do without (``REQUIRED``: the time that places it, ncu's result
 #    id that ties its rows together): the row is skipped and counted in ``skipped_rows`` with the
-#    reason.  (The nsys reader reads such a time as NULL, counts the repair, and then skips the
-#    row as one without start: the same outcome.)
-# ``fit`` finds the values, ``with_raw_args`` keeps them, ``TableBuilder`` applies the rule to
-# every row it builds, and the nsys reader applies it to every cell it reads.
+#    reason (nsys: "row with a start that is not an integer").
+# ``fit`` finds the values, ``with_raw_args`` keeps them, ``Accounting.misfits`` counts them;
+# ``TableBuilder`` applies the rule to every row it builds, the nsys reader to every cell it reads
+# (``NsysAdapter._ints`` / ``_batch`` / ``_strs``), ncu to its identity cells (their text stays an
+# ``ncu_metrics`` row: ncu_kernels has no args).
+#
+# For an adapter's own converter (e.g. a column of ids read from JSON):
+#     arr, bad = fit(values, pa.int64())           # exact; bad: positions now NULL
+#     if bad:
+#         args = with_raw_args(args, {i: {RAW_PREFIX + "pid": values[i]} for i in bad})
+#         accounting.misfits("kernels", "pid", pa.int64(), len(bad), kept=True)
 
 RAW_PREFIX = "_raw_"
 
@@ -190,9 +197,10 @@ def fit(values, type: pa.DataType) -> tuple[pa.Array, list[int]]:
     if isinstance(values, pa.Array):
         if values.type == type:
             return values, []
-        if pa.types.is_string(type) and not pa.types.is_null(values.type) and not (
-                pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-            values = values.to_pylist()  # numbers or bytes as text: value by value, counted
+        if (pa.types.is_string(type) and not pa.types.is_null(values.type) and not (
+                pa.types.is_string(values.type) or pa.types.is_large_string(values.type))) or (
+                pa.types.is_boolean(values.type) and not pa.types.is_boolean(type)):
+            values = values.to_pylist()  # numbers or bytes as text, bools as numbers: value by value
         else:
             try:
                 return values.cast(type), []
@@ -240,11 +248,10 @@ def raw_json_value(v):
 
 
 def with_raw_args(args, extras: dict[int, dict]):
-    """The args JSON texts (an Arrow string array, a list or tuple, or None: all NULL; ``n`` is
-    taken from the largest row in ``extras`` when None) with, for each row ``i`` in ``extras``,
-    its members ``{key: raw value}`` added (keys ``_raw_<name>``).  Returns a list of texts (or
-    ``args`` itself when ``extras`` is empty).  A row's args that are not a JSON object are kept
-    under "args"."""
+    """The args JSON texts (an Arrow string array, or a list or tuple of str / None) with, for each
+    row ``i`` in ``extras``, its members ``{key: raw value}`` added (keys ``_raw_<name>``; values
+    by ``raw_json_value``).  Returns a list of texts (``args`` itself when ``extras`` is empty).
+    A row's args that are not a JSON object are kept under "args"."""
     if not extras:
         return args
     out = args.to_pylist() if isinstance(args, (pa.Array, pa.ChunkedArray)) else list(args)
