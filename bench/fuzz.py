@@ -5,7 +5,8 @@ is stored exactly, or that its loss or change is counted with a reason.
 
 Per variant, the outcome is one of:
   stored     the row is there and the field holds exactly the mutated value (times in exact ns)
-  kept       the row is there and the raw value is kept in its `args` (a value the column can't hold)
+  kept       the row is there and the raw value is kept in its `args` (a value the column can't hold:
+             `_raw_<field>`, adapters/base.py's one rule; Kineto's `_pid` / `_tid` / `_name`)
   repaired   the row is there, changed, and the source's `tracekit_repairs` names the repair
   skipped    the row is not there and `skipped_rows` counts one more row, with a reason
   rejected   the whole input was refused with a one-line error (TraceError)
@@ -368,6 +369,10 @@ def nsys_variant(rng: random.Random, base_skipped: int, work: Path, base_db: Pat
         if typ == "null" and got is None:
             return "stored", what
         if col in a and (a[col] == val or str(a[col]) == str(val)):
+            return "kept", what
+        raw = a.get(f"_raw_{col}", a.get(f"_raw_{scol}"))  # the one rule (adapters/base.py: fit)
+        if raw is not None and (raw == val or str(raw) == str(val) or (
+                isinstance(val, bytes) and raw == "hex:" + val.hex().upper())):
             return "kept", what
         if repairs:
             return "repaired", what + f" -> {got!r}"

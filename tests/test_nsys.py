@@ -814,7 +814,7 @@ def test_report_cache_in_temp_dir_when_folder_is_read_only(tmp_path, monkeypatch
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     real_access = os.access  # the report's folder is not writable (works as root too)
-    monkeypatch.setattr(nsys.os, "access", lambda p, mode: False if (
+    monkeypatch.setattr(nsys.report.os, "access", lambda p, mode: False if (
         Path(p) == rep.parent and mode == os.W_OK) else real_access(p, mode))
     st = convert(rep)
     assert not rep.with_name(rep.name + ".sqlite").exists()
@@ -835,7 +835,7 @@ def test_report_export_failure_is_one_line(tmp_path, monkeypatch):
 def test_invalid_utf8_is_replaced_and_counted(tmp_path, monkeypatch, convert):
     from tracekit.adapters import nsys
 
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)  # the bad row comes after chunks already delivered
+    monkeypatch.setattr(nsys.reader, "CHUNK_ROWS", 2)  # the bad row comes after chunks already delivered
     rows = ", ".join(f"({i * 10}, {i * 10 + 5}, 59, {G}, 'r{i}')" for i in range(5))
     path = make_export(tmp_path / "utf8.sqlite", f"""
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);

@@ -30,10 +30,10 @@ def _convert(src: Path, db: Path) -> str:
 
 
 def _both(src: Path, tmp_path: Path, monkeypatch, batch_rows: int = 700) -> None:
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", batch_rows)  # several ranges, several threads (both paths)
-    monkeypatch.setattr(nsys, "FAST_READERS", 3)
+    monkeypatch.setattr(nsys.reader, "CHUNK_ROWS", batch_rows)  # several ranges, several threads (both paths)
+    monkeypatch.setattr(nsys.reader, "FAST_READERS", 3)
     fast = _convert(src, tmp_path / "fast.duckdb")
-    monkeypatch.setattr(nsys, "_adbc", None)
+    monkeypatch.setattr(nsys.reader, "_adbc", None)
     slow = _convert(src, tmp_path / "slow.duckdb")
     assert fast == slow
     assert differences(str(tmp_path / "fast.duckdb"), str(tmp_path / "slow.duckdb")) == []

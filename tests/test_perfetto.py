@@ -35,7 +35,6 @@ from tracekit.store import Store
 # ../shared/realworld beside the checkout (the brief's spelling of conftest.REALWORLD)
 REALWORLD = Path(__file__).resolve().parents[2] / "shared" / "realworld"
 FORMATS = ("json.gz", "pftrace")
-HAVE_NSYS = (Path(tracekit.__file__).parent / "adapters" / "nsys.py").exists()
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -58,8 +57,6 @@ def fixture(rel: str) -> Path:
     p = FIXTURES / rel
     if not p.exists():
         pytest.skip(f"fixture {rel} is not present")
-    if p.suffix == ".sqlite" and not HAVE_NSYS:
-        pytest.skip("tracekit/adapters/nsys.py does not exist yet: no nsys stores to export")
     return p
 
 
@@ -318,8 +315,6 @@ def test_realworld_kineto_export(tmp_path, cached_store, path, fmt):
 def test_realworld_nsys_export(tmp_path, cached_store, path, fmt):
     if path is None:
         pytest.skip(f"{REALWORLD / 'nsys'} is not present")
-    if not HAVE_NSYS:
-        pytest.skip("tracekit/adapters/nsys.py does not exist yet: no nsys stores to export")
     db = cached_store(path)
     r = export_and_check(db, tmp_path / f"out.{fmt}")
     assert r.slices == host_rows(db) + gpu_rows(db)

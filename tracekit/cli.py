@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from . import __version__, schema, views
 from .adapters.base import TraceError
+from .adapters.detect import NAMES as FORMAT_NAMES
 from .names import printable
 from .render import TIME_UNITS, convert_timeunit, error_text, json_ready, table_text
 from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
@@ -58,7 +59,7 @@ def entry():
 @click.option("--partitioned", is_flag=True,
               help="With --parquet: write the Hive-partitioned dataset DIR/<table>/source_id=<n>/ "
                    "instead (docs/scaling.md; query it with tracekit sql --db DIR).")
-@click.option("--format", "fmt", type=click.Choice(["kineto", "nsys", "ncu"]),
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
               help="Input format (default: detected from the content).")
 @click.option("--rank", type=int, help="Distributed rank of the input(s), when the trace does not say.")
 @click.option("--strict", is_flag=True, help="Fail an input when any of its rows would be skipped.")

@@ -94,7 +94,8 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
                         send({"i": i, "progress": permille})
             try:
                 s = st.convert(path, progress=progress, format=fmt, rank=rank, strict=strict)
-                out.append(["ok", s.source_id, s.path, s.format, s.converted, s.skipped, sorted(s.by_design)])
+                out.append(["ok", s.source_id, s.path, s.format, s.converted, s.skipped, sorted(s.by_design),
+                            s.repairs])
             except TraceError as e:
                 out.append(["trace", e.path, e.what, e.todo])
             except Exception as e:  # a bug: carried back as text
@@ -366,9 +367,9 @@ def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outco
                 for i, r in zip(chunks[k], results.pop(k)):
                     p = paths[i]
                     if r[0] == "ok":
-                        _, local, spath, sfmt, converted, skipped, by_design = r
+                        _, local, spath, sfmt, converted, skipped, by_design, repairs = r
                         yield Outcome(p, summary=SourceSummary(bases[k] + local, spath, sfmt, converted,
-                                                               skipped, frozenset(by_design)))
+                                                               skipped, frozenset(by_design), repairs))
                     elif r[0] == "trace":
                         yield Outcome(p, error=TraceError(r[1], r[2], r[3]))
                     else:

@@ -75,6 +75,7 @@ class SourceSummary:
     converted: dict[str, int]
     skipped: dict[str, int] = field(default_factory=dict)
     by_design: frozenset = frozenset()  # skip reasons that lose nothing (Accounting.by_design)
+    repairs: dict[str, int] = field(default_factory=dict)  # metadata.tracekit_repairs: values changed
 
     def one_line(self) -> str:
         rows = ", ".join(f"{t} {n:,}" for t, n in sorted(self.converted.items()) if n) or "no rows"
@@ -86,6 +87,9 @@ class SourceSummary:
             line += f"; skipped {total:,} ({why})"
         else:
             line += "; skipped 0"
+        if self.repairs:
+            why = "; ".join(f"{n:,} {r}" for r, n in sorted(self.repairs.items(), key=lambda x: -x[1]))
+            line += f"; repaired {sum(self.repairs.values()):,} ({why})"
         return line
 
 
@@ -301,8 +305,11 @@ class Store:
             con.execute("ROLLBACK")
             raise
         acc = adapter.accounting
+        meta = info.get("metadata") or {}
+        meta = orjson.loads(meta) if isinstance(meta, str) else meta
+        repairs = {str(r): n for r, n in (meta.get("tracekit_repairs") or {}).items() if isinstance(n, int)}
         return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped),
-                             frozenset(acc.by_design))
+                             frozenset(acc.by_design), repairs)
 
     def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
         con = self._con

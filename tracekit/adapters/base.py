@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema
 
@@ -34,13 +35,31 @@ class TraceError(Exception):
 
 
 class Accounting:
-    """Rows converted per table and rows skipped per reason (with one example each)."""
+    """Rows converted per table, rows skipped per reason (with one example each), and values
+    repaired per reason (the row is kept, a value changed: see "one rule" below)."""
 
     def __init__(self) -> None:
         self.converted: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.examples: dict[str, str] = {}
         self.by_design: set[str] = set()  # reasons that lose nothing of the trace's content
+        self.repairs: Counter[str] = Counter()
+
+    def repair(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` values changed to keep their rows (a value that does not fit its column,
+        invalid UTF-8 replaced, a name id not found, ...).  Every adapter reports them the same
+        way: ``sources.metadata.tracekit_repairs`` ({reason: count}, see ``Adapter.source``) and
+        the convert summary line."""
+        if n:
+            self.repairs[reason] += n
+
+    def misfits(self, table: str, name: str, type: pa.DataType, n: int, kept: bool) -> None:
+        """Count ``n`` values of ``table``'s ``name`` (an input field or a column) that did not
+        fit a column of ``type``, under the one reason text the rule gives them."""
+        what = ("values that are not text written as their text" if pa.types.is_string(type)
+                else f"values that do not fit {_TYPE_WORDS.get(type, str(type))} read as NULL")
+        where = f", the raw value kept in args.{RAW_PREFIX}{name}" if kept else ""
+        self.repair(f"{table}.{name}: {what}{where}", n)
 
     def skip(self, reason: str, example=None, n: int = 1, by_design: bool = False) -> None:
         """Count input rows not converted. ``by_design``: rows left out on purpose that hold
@@ -80,10 +99,181 @@ def dumps_args(obj) -> str | None:
         return orjson.dumps(obj, default=str).decode()
 
 
+# -- one rule for a value its column cannot hold ----------------------------------------------
+#
+# A value *fits* a column when the column holds it exactly (``fit`` below says what that means per
+# type).  One that does not:
+#  * in a column the row can do without: the column gets NULL (a text column: the value's text),
+#    the raw value is kept in the row's ``args`` as ``_raw_<name>`` (tables with args; <name> is
+#    the input's field where the adapter knows it, else the column), and the value is counted in
+#    ``Accounting.repairs`` ("<table>.<name>: values that do not fit ...", ``Accounting.misfits``);
+#  * in a column the row cannot do without (``REQUIRED``: the time that places it, ncu's result
+#    id that ties its rows together): the row is skipped and counted in ``skipped_rows`` with the
+#    reason (nsys: "row with a start that is not an integer").
+# ``fit`` finds the values, ``with_raw_args`` keeps them, ``Accounting.misfits`` counts them;
+# ``TableBuilder`` applies the rule to every row it builds, the nsys reader to every cell it reads
+# (``NsysAdapter._ints`` / ``_batch`` / ``_strs``), ncu to its identity cells (their text stays an
+# ``ncu_metrics`` row: ncu_kernels has no args).
+#
+# For an adapter's own converter (e.g. a column of ids read from JSON):
+#     arr, bad = fit(values, pa.int64())           # exact; bad: positions now NULL
+#     if bad:
+#         args = with_raw_args(args, {i: {RAW_PREFIX + "pid": values[i]} for i in bad})
+#         accounting.misfits("kernels", "pid", pa.int64(), len(bad), kept=True)
+
+RAW_PREFIX = "_raw_"
+
+#: the columns a row cannot do without, per table (the others may be NULL)
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "kernels": ("start_ns",), "memops": ("start_ns",), "api_calls": ("start_ns",),
+    "events": ("start_ns",), "syncs": ("start_ns",), "counters": ("ts_ns", "value"),
+    "memory_events": ("ts_ns",), "ncu_kernels": ("id",), "ncu_metrics": ("id",), "ncu_rules": ("id",),
+}
+
+_TYPE_WORDS = {pa.int32(): "an int32", pa.int64(): "an int64", pa.float64(): "a double",
+               pa.string(): "text", pa.bool_(): "a boolean"}
+_MISFIT = (OverflowError, TypeError, ValueError, pa.ArrowInvalid, pa.ArrowTypeError,
+           pa.ArrowNotImplementedError)
+_NONE = type(None)
+
+
+def _int_range(t: pa.DataType) -> tuple[int, int]:
+    bits = t.bit_width
+    if pa.types.is_signed_integer(t):
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return 0, 2 ** bits - 1
+
+
+def _fit_value(v, t: pa.DataType):
+    """(fits, the value for the column).  Integers: ints in range (not bools) and floats with an
+    integral value in range (``2.0`` -> 2; ``1.5``, NaN, inf do not fit); doubles: ints up to
+    2**53 and floats (not bools); booleans: bools; text: str (anything else does not fit, and its
+    text, bytes decoded as UTF-8 with U+FFFD, goes in the column)."""
+    if v is None:
+        return True, None
+    if pa.types.is_integer(t):
+        lo, hi = _int_range(t)
+        if type(v) is int:
+            return (True, v) if lo <= v <= hi else (False, None)
+        if type(v) is float and v.is_integer() and lo <= v <= hi:
+            return True, int(v)
+        return False, None
+    if pa.types.is_floating(t):
+        if type(v) is float:
+            return True, v
+        if type(v) is int and -2**53 <= v <= 2**53:
+            return True, float(v)
+        return False, None
+    if pa.types.is_boolean(t):
+        return (True, v) if type(v) is bool else (False, None)
+    if pa.types.is_string(t):
+        if type(v) is str:
+            return True, v
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return False, bytes(v).decode("utf-8", "replace")
+        return False, str(v)
+    return False, None
+
+
+def fits(value, type: pa.DataType) -> bool:
+    """Whether one value fits a column of ``type`` by ``fit``'s rule (None fits)."""
+    return _fit_value(value, type)[0]
+
+
+def fit(values, type: pa.DataType) -> tuple[pa.Array, list[int]]:
+    """Fit a column of values to an Arrow column type, exactly: no value is truncated, wrapped or
+    rounded on the way (pyarrow alone truncates ``1.5`` to 1 in an integer column).
+
+    ``values``: a pyarrow Array / ChunkedArray (any type) or a Python sequence.  Returns ``(array,
+    bad)``: ``array`` of ``type`` and of the same length, and ``bad``, the positions (ascending) of
+    the values that did not fit: NULL in ``array`` (a text column: the value's text).  What fits:
+    see ``_fit_value``; an Arrow array fits when a safe cast succeeds (integers out of a narrower
+    column's range do not fit).  The caller applies the rule: ``Accounting.misfits`` to count,
+    ``with_raw_args`` to keep the raw values (``values[i]`` for ``i`` in ``bad``), or a skip for a
+    ``REQUIRED`` column.  Cost: one C-level conversion when everything fits (plus a scan of the
+    Python types of a list), value by value otherwise."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        if values.type == type:
+            return values, []
+        if (pa.types.is_string(type) and not pa.types.is_null(values.type) and not (
+                pa.types.is_string(values.type) or pa.types.is_large_string(values.type))) or (
+                pa.types.is_boolean(values.type) and not pa.types.is_boolean(type)):
+            values = values.to_pylist()  # numbers or bytes as text, bools as numbers: value by value
+        else:
+            try:
+                return values.cast(type), []
+            except _MISFIT:
+                pass
+            if pa.types.is_integer(type) and pa.types.is_integer(values.type):
+                lo, hi = _int_range(type)
+                ok = pc.and_(pc.greater_equal(values, lo), pc.less_equal(values, hi))
+                bad = pc.indices_nonzero(pc.invert(ok.fill_null(True))).to_pylist()
+                return pc.if_else(ok, values, pa.scalar(None, values.type)).cast(type), bad
+            values = values.to_pylist()
+    types = set(map(type_of, values))
+    plain = {int} if pa.types.is_integer(type) else {int, float} if pa.types.is_floating(type) \
+        else {bool} if pa.types.is_boolean(type) else {str} if pa.types.is_string(type) else set()
+    if types - {_NONE} <= plain:
+        try:
+            arr = pa.array(values, type)
+            if not (int in types and pa.types.is_floating(type)) or all(
+                    -2**53 <= v <= 2**53 for v in values if type_of(v) is int):
+                return arr, []
+        except _MISFIT:
+            pass
+    out, bad = [], []
+    for i, v in enumerate(values):
+        ok, x = _fit_value(v, type)
+        out.append(x)
+        if not ok:
+            bad.append(i)
+    return pa.array(out, type), bad
+
+
+type_of = type  # ``fit``'s parameter named ``type`` shadows the builtin
+
+
+def raw_json_value(v):
+    """A raw value as JSON can hold it: bytes as ``hex:...`` (as the nsys args do), numbers beyond
+    64 bits and non-finite floats as their text."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "hex:" + bytes(v).hex().upper()
+    if type(v) is int and not -2**63 <= v < 2**64:
+        return str(v)
+    if type(v) is float and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    return v
+
+
+def with_raw_args(args, extras: dict[int, dict]):
+    """The args JSON texts (an Arrow string array, or a list or tuple of str / None) with, for each
+    row ``i`` in ``extras``, its members ``{key: raw value}`` added (keys ``_raw_<name>``; values
+    by ``raw_json_value``).  Returns a list of texts (``args`` itself when ``extras`` is empty).
+    A row's args that are not a JSON object are kept under "args"."""
+    if not extras:
+        return args
+    out = args.to_pylist() if isinstance(args, (pa.Array, pa.ChunkedArray)) else list(args)
+    for i, extra in extras.items():
+        t = out[i]
+        d = orjson.loads(t) if t else {}
+        if not isinstance(d, dict):
+            d = {"args": d}
+        d.update({k: raw_json_value(v) for k, v in extra.items()})
+        out[i] = dumps_args(d)
+    return out
+
+
 class TableBuilder:
     """Row buffer for one schema table.  Rows come one at a time (``add``, buffered as dicts and
     built with ``from_pylist`` every BATCH_ROWS rows) or many at once, column-wise
-    (``add_columns``: Arrow arrays or lists, built into a record batch at once)."""
+    (``add_columns``: Arrow arrays or lists, built into a record batch at once).  Every value goes
+    through the one rule above (``fit``): the rows keep their order, a value that does not fit its
+    column is NULL with its raw value in ``args`` (counted as a repair), a row whose ``REQUIRED``
+    column does not fit is skipped (counted).  The one-at-a-time path takes pyarrow's conversion
+    first and the rule only when that fails: integer columns must be given ints there (pyarrow
+    truncates a float), as the adapters' converters (Kineto's ``_int``, ncu's ``_int_cell``) do."""
 
     def __init__(self, name: str, source_id: int, accounting: Accounting, batch_rows: int = BATCH_ROWS):
         self.table = schema.table(name)
@@ -92,6 +282,7 @@ class TableBuilder:
         self.accounting = accounting
         self.batch_rows = batch_rows
         self._row_schema = pa.schema([f for f in self.table.arrow if f.name != "source_id"])
+        self._required = set(REQUIRED.get(name, ()))
         self.rows: list[dict] = []
         self.batches: list[pa.RecordBatch] = []  # built by add_columns, not yet handed out
 
@@ -105,31 +296,67 @@ class TableBuilder:
 
     def add_columns(self, n: int, columns: dict) -> None:
         """``n`` rows given column-wise: each value a pyarrow Array or a list of length ``n``
-        (columns not given are NULL).  Values are cast to the column types exactly (no
-        truncation); when one does not fit, the rows go the row-wise way instead, where each row
-        that does not fit is counted as skipped."""
+        (columns not given, or given as None, are NULL), fitted to the column types by ``fit``."""
         if not n:
             return
-        try:
-            arrays = [pa.repeat(pa.scalar(self.source_id, pa.int32()), n)]
-            for f in self._row_schema:
-                v = columns.get(f.name)
-                if v is None:
-                    arrays.append(pa.nulls(n, f.type))
-                elif isinstance(v, (pa.Array, pa.ChunkedArray)):
-                    arrays.append(v if v.type == f.type else v.cast(f.type))
-                else:
-                    arrays.append(pa.array(v, f.type))
-            batch = pa.RecordBatch.from_arrays(arrays, schema=self.table.arrow)
-        except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            given = {k: v for k, v in columns.items() if v is not None}  # None: all NULL
-            names = list(given)
-            lists = [v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
-                     for v in given.values()]
-            self.rows.extend(dict(zip(names, vals)) for vals in zip(*lists))
-            return
-        self.accounting.converted[self.name] += n
-        self.batches.append(batch)
+        batch = self._fitted(n, columns)
+        if batch.num_rows:
+            self.accounting.converted[self.name] += batch.num_rows
+            self.batches.append(batch)
+
+    def _fitted(self, n: int, columns: dict) -> pa.RecordBatch:
+        """The record batch of ``n`` rows given column-wise, by the rule (see the class)."""
+        arrays: dict[str, pa.Array] = {}
+        extras: dict[int, dict] = {}
+        drop: dict[int, str] = {}  # row -> the required column that does not fit
+        misfit: list[tuple[str, pa.DataType, list[int]]] = []
+        for f in self._row_schema:
+            v = columns.get(f.name)
+            if v is None:
+                arrays[f.name] = pa.nulls(n, f.type)
+                continue
+            if f.name == "args":
+                continue  # last: it takes the raw values
+            arr, bad = fit(v, f.type)
+            arrays[f.name] = arr
+            if not bad:
+                continue
+            if f.name in self._required:
+                for i in bad:
+                    drop.setdefault(i, f.name)
+                continue
+            misfit.append((f.name, f.type, bad))
+            for i in bad:
+                raw = v[i].as_py() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v[i]
+                extras.setdefault(i, {})[RAW_PREFIX + f.name] = raw
+        has_args = "args" in self._row_schema.names
+        for name, t, bad in misfit:
+            self.accounting.misfits(self.name, name, t, sum(1 for i in bad if i not in drop), has_args)
+        if has_args:
+            args = columns.get("args")
+            if extras:
+                args = with_raw_args(args if args is not None else [None] * n, extras)
+            if args is not None:
+                arr, bad = fit(args, pa.string())
+                arrays["args"] = arr
+                if bad:
+                    self.accounting.misfits(self.name, "args", pa.string(), len(bad), False)
+        for i, col in sorted(drop.items()):
+            reason = f"{self.name}: value of {col} does not fit the column type"
+            example = None
+            if reason not in self.accounting.examples:
+                example = {k: (v[i].as_py() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v[i])
+                           for k, v in columns.items() if v is not None}
+            self.accounting.skip(reason, example)
+        sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
+        batch = pa.RecordBatch.from_arrays([sid, *(arrays[f.name] for f in self._row_schema)],
+                                           schema=self.table.arrow)
+        if drop:
+            keep = [True] * n
+            for i in drop:
+                keep[i] = False
+            batch = batch.filter(pa.array(keep))
+        return batch
 
     def full(self) -> bool:
         return len(self.rows) >= self.batch_rows or bool(self.batches)
@@ -148,38 +375,14 @@ class TableBuilder:
             return None
         try:
             body = pa.RecordBatch.from_pylist(self.rows, schema=self._row_schema)
+            sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
+            batch = pa.RecordBatch.from_arrays([sid, *body.columns], schema=self.table.arrow)
         except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
-            body = self._checked_rows()
-            n = body.num_rows
-        sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
-        batch = pa.RecordBatch.from_arrays([sid, *body.columns], schema=self.table.arrow)
-        self.accounting.converted[self.name] += n
+            rows = self.rows  # a value that does not fit: the rule, column by column
+            batch = self._fitted(n, {f.name: [r.get(f.name) for r in rows] for f in self._row_schema})
+        self.accounting.converted[self.name] += batch.num_rows
         self.rows = []
         return batch
-
-    def _checked_rows(self) -> pa.RecordBatch:
-        """Slow path when a value does not fit its column (e.g. an int beyond int64): keep the
-        rows that fit, count the others as skipped."""
-        good = []
-        for row in self.rows:
-            try:
-                pa.RecordBatch.from_pylist([row], schema=self._row_schema)
-            except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
-                col = next((k for k, v in row.items()
-                            if not _fits(v, self._row_schema.field(k).type)), "?")
-                self.accounting.skip(f"{self.name}: value of {col} does not fit the column type",
-                                     f"{e}: {row}")
-                continue
-            good.append(row)
-        return pa.RecordBatch.from_pylist(good, schema=self._row_schema)
-
-
-def _fits(v, t: pa.DataType) -> bool:
-    try:
-        pa.array([v], t)
-        return True
-    except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return False
 
 
 class Builders:
@@ -221,7 +424,28 @@ class Adapter:
 
     def __init__(self) -> None:
         self.accounting = Accounting()
-        self.source: dict = {}
+        self._source: dict = {}
+
+    @property
+    def source(self) -> dict:
+        """The `sources` row fields the adapter knows (set by ``read``), with the repairs of
+        ``self.accounting`` merged into ``metadata.tracekit_repairs`` ({reason: count}): every
+        adapter reports them this one way."""
+        src = self._source
+        repairs = self.accounting.repairs
+        if not repairs:
+            return src
+        meta = src.get("metadata")
+        meta = orjson.loads(meta) if isinstance(meta, str) else dict(meta or {})
+        merged = dict(meta.get("tracekit_repairs") or {})
+        for reason, n in repairs.items():
+            merged[reason] = merged.get(reason, 0) + n
+        meta["tracekit_repairs"] = merged
+        return {**src, "metadata": meta}
+
+    @source.setter
+    def source(self, value: dict) -> None:
+        self._source = value
 
     def read(self, path, source_id: int, progress: Progress | None = None
              ) -> Iterator[tuple[str, pa.RecordBatch]]:

@@ -1,27 +1,54 @@
-"""Detect an input's format from its content (the file name is only a tie-breaker)."""
+"""The input formats (one registry) and the detection of an input's format from its content (the
+file name is only a tie-breaker).
+
+A format is one entry of ``REGISTRY``: its name (``--format NAME``), a few words for error
+messages, the module of its reader and the reader class (imported only when used), and its
+sniffer: a function ``sniff(probe: Probe) -> int`` that the module defines (``module.sniff``
+unless the entry names another ``"module:function"``) and that answers how sure it is that the
+input is of its format: 0 (not it), ``GUESS`` (a JSON start, a file name), ``CONTENT`` (the text
+says so), ``NAME`` (a report's file name), ``MAGIC`` (the file's magic bytes).  The highest answer
+wins; a tie goes to the format listed first.  Adding a format is a module with its reader class
+and ``sniff`` plus one ``Format`` line here (docs/contributing.md).
+"""
 
 from __future__ import annotations
 
 import gzip
 import importlib
-import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from .base import Adapter, TraceError
 
-FORMATS = {
-    "kineto": ("tracekit.adapters.kineto", "KinetoAdapter"),
-    "nsys": ("tracekit.adapters.nsys", "NsysAdapter"),
-    "ncu": ("tracekit.adapters.ncu", "NcuAdapter"),
-}
+#: how sure a sniffer is (see the module docstring)
+GUESS, CONTENT, NAME, MAGIC = 1, 2, 3, 4
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 NCU_REP_MAGIC = b"NVR\x00"
-# an ncu table header written with another delimiter (the ncu reader explains the problem)
-_NCU_OTHER_DELIMITER = re.compile(rb'(?m)^"?ID"?[;\t|]"?Process ID"?[;\t|]')
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str      # --format NAME, sources.format
+    what: str      # the inputs in a few words, for "unrecognized format (not a ...)"
+    module: str    # the reader's module
+    reader: str    # the Adapter subclass in it
+    sniffer: str = ""  # "module:function" when the sniffer lives elsewhere (default: module.sniff)
+
+
+#: every input format; the order breaks ties between sniffers' answers
+REGISTRY: tuple[Format, ...] = (
+    # the Kineto sniffer lives here until kineto.py declares its own `sniff` (then drop sniffer=)
+    Format("kineto", "Kineto/Chrome JSON trace", "tracekit.adapters.kineto", "KinetoAdapter",
+           sniffer="tracekit.adapters.detect:sniff_kineto"),
+    Format("nsys", "nsys SQLite or report", "tracekit.adapters.nsys", "NsysAdapter"),
+    Format("ncu", "ncu CSV", "tracekit.adapters.ncu", "NcuAdapter"),
+)
+#: the names, for --format (detection and the messages read REGISTRY itself)
+NAMES: tuple[str, ...] = tuple(f.name for f in REGISTRY)
 
 
 def _head(path: Path, n: int = 65_536) -> bytes:
@@ -36,50 +63,94 @@ def _head(path: Path, n: int = 65_536) -> bytes:
     return raw
 
 
+class Probe:
+    """What sniffers look at: ``path``, ``magic`` (the first 64 bytes), ``suffix`` (the last one,
+    lower case), ``suffix2`` (the last two), and ``head``: the first 64 KiB as text bytes
+    (gunzipped, a UTF-8 BOM dropped, UTF-16 re-encoded as UTF-8), read on first use; b"" when the
+    gzip data is corrupt (``error`` then holds the one-line error, raised when no sniffer is
+    surer than ``CONTENT``)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        with open(path, "rb") as f:
+            self.magic = f.read(64)
+        self.suffix = path.suffix.lower()
+        self.suffix2 = "".join(path.suffixes[-2:]).lower()
+        self.error: TraceError | None = None
+        self._text: bytes | None = None
+
+    @property
+    def head(self) -> bytes:
+        if self._text is None:
+            try:
+                head = _head(self.path)
+            except TraceError as e:
+                self.error, head = e, b""
+            if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 text (e.g. PowerShell redirection)
+                head = head[: len(head) // 2 * 2].decode("utf-16", "replace").encode("utf-8", "replace")
+            elif head[:3] == b"\xef\xbb\xbf":  # UTF-8 BOM
+                head = head[3:]
+            self._text = head
+        return self._text
+
+
+def sniff_kineto(p: Probe) -> int:
+    """Kineto / Chrome trace-event JSON (moves to the Kineto adapter's module)."""
+    head = p.head
+    text = head.lstrip()
+    if text[:1] in (b"{", b"[") and (b'"traceEvents"' in head or b'"ph"' in head):
+        return CONTENT
+    if text[:1] in (b"{", b"["):
+        return GUESS  # JSON without the keys in the first 64 KiB: let the Kineto reader judge
+    if p.suffix2.endswith(".json") or p.suffix2.endswith(".json.gz"):
+        return GUESS
+    return 0
+
+
+def _sniffer(f: Format):
+    mod, _, fn = (f.sniffer or f"{f.module}:sniff").partition(":")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except ModuleNotFoundError as e:
+        if e.name == mod:  # a reader left out of this build: it recognizes nothing
+            return None
+        raise
+
+
 def sniff(path: Path) -> str:
-    """Return 'kineto', 'nsys' or 'ncu', or raise TraceError."""
+    """The name of the input's format (the registry's surest sniffer), or raise TraceError."""
     if not path.exists():
         raise TraceError(path, "no such file")
     if path.is_dir():
         raise TraceError(path, "is a directory", "pass the trace files inside it")
     if path.stat().st_size == 0:
         raise TraceError(path, "empty file (0 bytes)", "re-export the trace; the profiler may not have finished writing")
-    with open(path, "rb") as f:
-        magic = f.read(64)
-    if magic.startswith(SQLITE_MAGIC) or magic.startswith(NSYS_REP_MAGIC):
-        return "nsys"
-    suffix = "".join(path.suffixes[-2:]).lower()
-    if path.suffix.lower() in (".nsys-rep", ".qdrep"):
-        return "nsys"
-    if path.suffix.lower() in (".ncu-rep", ".ncu-repz") or magic.startswith(NCU_REP_MAGIC):
-        return "ncu"
-    head = _head(path)
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 text (e.g. PowerShell redirection)
-        head = head[: len(head) // 2 * 2].decode("utf-16", "replace").encode("utf-8", "replace")
-    elif head[:3] == b"\xef\xbb\xbf":  # UTF-8 BOM
-        head = head[3:]
-    text = head.lstrip()
-    if text[:1] in (b"{", b"[") and (b'"traceEvents"' in head or b'"ph"' in head):
-        return "kineto"
-    if b'"ID","Process ID"' in head or b"==PROF==" in head or b'"Process ID","Process Name"' in head:
-        return "ncu"
-    if _NCU_OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
-        return "ncu"  # another delimiter, or ncu's text mode: the ncu reader says what to do
-    if text[:1] in (b"{", b"["):
-        return "kineto"  # JSON without the keys in the first 64 KiB: let the Kineto reader judge
-    if suffix.endswith(".json") or suffix.endswith(".json.gz"):
-        return "kineto"
-    raise TraceError(path, "unrecognized format (not a Kineto/Chrome JSON trace, nsys SQLite or "
-                     "report, or ncu CSV)", "pass --format kineto|nsys|ncu if it is one of these")
+    probe = Probe(path)
+    best, level = None, 0
+    for f in REGISTRY:
+        fn = _sniffer(f)
+        got = fn(probe) if fn is not None else 0
+        if got > level:
+            best, level = f.name, got
+    if probe.error is not None and level <= CONTENT:
+        raise probe.error
+    if best is None:
+        whats = [f.what for f in REGISTRY]
+        raise TraceError(path, f"unrecognized format (not a {', '.join(whats[:-1])}, or {whats[-1]})",
+                         f"pass --format {'|'.join(f.name for f in REGISTRY)} if it is one of these")
+    return best
 
 
 def adapter_for(path: Path, fmt: str | None = None) -> Adapter:
+    """The reader of the input's format (``fmt``, else the sniffed one)."""
     fmt = fmt or sniff(Path(path))
-    if fmt not in FORMATS:
-        raise TraceError(path, f"unknown format {fmt!r}", "use kineto, nsys or ncu")
+    entry = next((f for f in REGISTRY if f.name == fmt), None)
+    if entry is None:
+        names = [f.name for f in REGISTRY]
+        raise TraceError(path, f"unknown format {fmt!r}", f"use {', '.join(names[:-1])} or {names[-1]}")
     if not Path(path).exists():
         raise TraceError(path, "no such file")
-    mod, cls = FORMATS[fmt]
+    mod, cls = entry.module, entry.reader
     try:
         module = importlib.import_module(mod)
     except ModuleNotFoundError as e:

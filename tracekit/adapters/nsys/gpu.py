@@ -1,0 +1,191 @@
+"""GPU activity tables: kernels, CUDA graph launches, memcpy / memset, synchronization, CUDA memory
+usage events (a mixin of NsysAdapter)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...names import short_kernel_name
+from .common import (
+    COPY_KINDS,
+    GRAPH_TRACE,
+    KERNEL,
+    MEM_KIND_LABELS,
+    MEM_KINDS,
+    MEM_OPS,
+    MEM_USAGE,
+    MEMCPY,
+    MEMSET,
+    NO_STREAM,
+    SYNC,
+    SYNC_TYPES,
+    _memcpy_name,
+    _merge_unknown_enums,
+    decode_pid,
+)
+
+
+class GpuTables:
+    def _kernels(self):
+        t = KERNEL
+        if t not in self.tables:
+            return
+        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+                  "demangledName", "shortName", "mangledName", "launchType", "registersPerThread",
+                  "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "staticSharedMemory",
+                  "dynamicSharedMemory", "graphNodeId", "graphId"]
+        for rows, c in self._select_fast(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, end = self._times(t, c, n)
+            name = self._lookup(t, c, "demangledName")
+            short = self._lookup(t, c, "shortName")
+            if name.null_count:  # no demangled name: fall back to the short name
+                name = pc.coalesce(name, short)
+            if short.null_count:  # no short name (trimmed exports): derive it like Kineto does
+                short = pc.coalesce(short, pa.array([short_kernel_name(x) for x in name.to_pylist()],
+                                                    pa.string()))
+            st, dy = I("staticSharedMemory"), I("dynamicSharedMemory")
+            batch = self._batch("kernels", n, {
+                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                "name": name, "short_name": short,
+                "mangled_name": self._lookup(t, c, "mangledName"),
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "grid_x": I("gridX"), "grid_y": I("gridY"), "grid_z": I("gridZ"),
+                "block_x": I("blockX"), "block_y": I("blockY"), "block_z": I("blockZ"),
+                "registers_per_thread": I("registersPerThread"), "static_shared_bytes": st,
+                "dynamic_shared_bytes": dy, "shared_bytes": pc.add(st, dy),
+                "graph_id": I("graphId"), "graph_node_id": I("graphNodeId"),
+                "launch_type": I("launchType"), "args": c["__args"]})
+            yield from self._emit("kernels", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _graph_trace(self):
+        t = GRAPH_TRACE
+        if t not in self.tables:
+            return
+        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+                  "graphId"]
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, end = self._times(t, c, n)
+            name = [f"[CUDA graph {g}]" if g is not None else "[CUDA graph]" for g in c["graphId"]]
+            batch = self._batch("kernels", n, {
+                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                "name": name, "short_name": name, "pid": decode_pid(I("globalPid")),
+                "correlation_id": I("correlationId"), "graph_id": I("graphId"), "args": c["__args"]})
+            yield from self._emit("kernels", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _memcpy(self):
+        t = MEMCPY
+        if t not in self.tables:
+            return
+        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+                  "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"]
+        names: dict = {}
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, end = self._times(t, c, n)
+            ck, sk, dk = c["copyKind"], c["srcKind"], c["dstKind"]
+            keys = list(zip(ck, sk, dk))
+            for k in set(keys) - names.keys():
+                names[k] = _memcpy_name(*k)
+            batch = self._batch("memops", n, {
+                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                "kind": pa.nulls(n, pa.string()).fill_null("memcpy"),
+                "copy_kind": [COPY_KINDS.get(x, "unknown") for x in ck],
+                "src_kind": [MEM_KINDS.get(x) for x in sk], "dst_kind": [MEM_KINDS.get(x) for x in dk],
+                "bytes": I("bytes"), "name": [names[k] for k in keys],
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "graph_node_id": I("graphNodeId"),
+                "args": _merge_unknown_enums(c["__args"], (("copyKind", ck, COPY_KINDS),
+                                                           ("srcKind", sk, MEM_KINDS),
+                                                           ("dstKind", dk, MEM_KINDS)))})
+            yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _memset(self):
+        t = MEMSET
+        if t not in self.tables:
+            return
+        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+                  "bytes", "memKind", "graphNodeId"]
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, end = self._times(t, c, n)
+            mk = c["memKind"]
+            batch = self._batch("memops", n, {
+                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                "kind": pa.nulls(n, pa.string()).fill_null("memset"),
+                "dst_kind": [MEM_KINDS.get(x) for x in mk], "bytes": I("bytes"),
+                "name": [f"Memset ({MEM_KIND_LABELS.get(x, 'Unknown')})" for x in mk],
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "graph_node_id": I("graphNodeId"),
+                "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
+            yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _syncs(self):
+        t = SYNC
+        if t not in self.tables:
+            return
+        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+                  "syncType", "eventId"]
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start, end = self._times(t, c, n)
+            stream, event = I("streamId"), I("eventId")  # 4294967295: no stream / no event
+            stream = pc.if_else(pc.equal(stream, NO_STREAM), pa.scalar(None, pa.int64()), stream)
+            event = pc.if_else(pc.equal(event, NO_STREAM), pa.scalar(None, pa.int64()), event)
+            st = c["syncType"]
+            batch = self._batch("syncs", n, {
+                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": stream,
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                "sync_type": [SYNC_TYPES.get(x, "unknown") for x in st],
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "event_id": event,
+                "args": _merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))})
+            yield from self._emit("syncs", batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
+    def _memory_usage(self):
+        """CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage=true): every allocation and free the
+        driver saw (cudaMalloc*, cuMemAlloc*, cudaHostAlloc, static device variables)."""
+        t = MEM_USAGE
+        if t not in self.tables:
+            return
+        wanted = ["start", "deviceId", "address", "bytes", "memKind", "memoryOperationType",
+                  "globalPid", "correlationId", "name"]
+        for rows, c in self._select(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            start = self._ints(t, c, "start", n, required=True)
+            op, mk = c["memoryOperationType"], c["memKind"]
+            ok = [x in MEM_OPS and s is not None for x, s in zip(op, start.to_pylist())]
+            for i, v in enumerate(ok):
+                if not v:
+                    self.accounting.skip(
+                        (f"{t}: row with a start that is not an integer" if rows[i][0] is not None
+                         else f"{t}: row without start") if start[i].as_py() is None
+                        else f"{t}: memoryOperationType {op[i]} (neither allocation nor deallocation)",
+                        dict(zip(wanted, rows[i])))
+            batch = self._batch("memory_events", n, {
+                "device_id": I("deviceId"), "ts_ns": start, "kind": [MEM_OPS.get(x) for x in op],
+                "address": I("address"), "bytes": I("bytes"),
+                "allocator": pa.nulls(n, pa.string()).fill_null("cuda"),
+                "memory_kind": [MEM_KINDS.get(x, "unknown") or "unknown" for x in mk],
+                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
+                "name": self._strs(t, "name", c["name"], c),
+                "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
+            yield from self._emit("memory_events", batch, None if all(ok) else pa.array(ok))
+            self._tick(n)
