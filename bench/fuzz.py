@@ -6,7 +6,7 @@ is stored exactly, or that its loss or change is counted with a reason.
 Per variant, the outcome is one of:
   stored     the row is there and the field holds exactly the mutated value (times in exact ns)
   kept       the row is there and the raw value is kept in its `args` (a value the column can't hold:
-             `_raw_<field>`, adapters/base.py's one rule; Kineto's `_pid` / `_tid` / `_name`)
+             `_raw_<field>`, adapters/base.py's one rule, in every adapter)
   repaired   the row is there, changed, and the source's `tracekit_repairs` names the repair
   skipped    the row is not there and `skipped_rows` counts one more row, with a reason
   rejected   the whole input was refused with a one-line error (TraceError)
@@ -30,7 +30,6 @@ import csv
 import gzip
 import io
 import json
-import os
 import random
 import shutil
 import signal
@@ -256,7 +255,7 @@ def kineto_variant(rng: random.Random, doc: dict, base_skipped: int, work: Path)
             if got == expect or (isinstance(expect, str) and expect.isdigit() and got == int(expect)) or (
                     isinstance(expect, str) and expect.lower().startswith("0x") and got == int(expect, 16)):
                 return "stored", what
-            if _same_json(a.get(field), expect) or _same_json(a.get("_" + field), expect):
+            if _same_json(a.get(field), expect) or _same_json(a.get("_raw_" + field), expect):
                 return "kept", what
             if expect is None and got is None:
                 return "stored", what

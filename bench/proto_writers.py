@@ -276,7 +276,7 @@ def main():
         return
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     outs, res = {}, {}
-    for i in range(a.repeat):
+    for _i in range(a.repeat):
         for w in ("protowire", "pb2", "builder"):
             out = Path(f"/tmp/tk_bench_{w}.pftrace")
             p = subprocess.run([sys.executable, "-c", CHILD, str(a.db), str(out), w, str(REPO / "bench")],

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, REALWORLD, realworld
+from conftest import FIXTURES, realworld
 from tracekit.cli import main
 
 

@@ -694,7 +694,7 @@ def test_ranks_from_processes_of_one_nsys_capture(stores):
     rank_of = {pid: i for i, (dev, pid) in enumerate(procs)}
     arrivals = defaultdict(dict)
     seen = defaultdict(int)
-    for pid, dev, name, start in rows:
+    for pid, _dev, name, start in rows:
         seen[pid, name] += 1
         arrivals[name, seen[pid, name]][rank_of[pid]] = start
     wait, slowest = defaultdict(int), defaultdict(int)

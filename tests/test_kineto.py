@@ -80,7 +80,8 @@ def test_exact_nanoseconds_from_float_epoch_us(convert):
         pytest.skip("realworld corpus absent")
     st = convert(path)
     # independent: the decimal text of ts, parsed by hand
-    import gzip, re
+    import gzip
+    import re
     text = gzip.open(path, "rt").read()
     want = set()
     for m in re.finditer(r'"ts":\s*(\d+)\.(\d{3})', text):

@@ -598,7 +598,7 @@ def test_gemv_is_memory_side_latency_bound_and_gemm_compute_bound_on_the_h200_fi
                       "waves, arithmetic_intensity, ridge, roofline_bound, memory_level, tensor_pct "
                       "from kernel_bounds order by source_id, id")
     assert len(got) == 12
-    for sid, rid, name, bound, reason, dominant, sm, mem, waves, ai, ridge, roof, level, tensor in got:
+    for sid, rid, name, bound, reason, dominant, sm, mem, waves, ai, ridge, roof, _level, tensor in got:
         e = ind[rid]
         assert name == e["name"]
         assert sm == pytest.approx(e["sm"], abs=0.006) and mem == pytest.approx(e["mem"], abs=0.006)
@@ -652,7 +652,7 @@ def test_ncu_launches_match_the_kineto_kernels_of_the_same_script(tmp_path):
         hb = st.rows("select short_name, instances, ncu_launches, bound, roofline_bound, match_quality "
                      "from hotspots_bound where source_id = 0")
     assert len(rows) == 12
-    for nsrc, nid, tsrc, corr, quality, ordinal, n_ncu, n_tl, kname, dur, ranges, agrees in rows:
+    for _nsrc, nid, tsrc, corr, quality, ordinal, n_ncu, n_tl, kname, dur, ranges, agrees in rows:
         e = ks[nid]  # ncu profiled exactly the measured launches, in launch order
         assert tsrc == 0 and corr == e["args"]["correlation"] and kname == e["name"]
         assert dur == round(e["dur"] * 1000)

@@ -22,7 +22,7 @@ STALL = "smsp__average_warps_issue_stalled_"
 def raw_rows():
     with gzip.open(NCU / "lat_raw.csv.gz", "rt", newline="") as f:
         rows = list(csv.reader(f))
-    header, units, data = rows[0], rows[1], rows[2:]
+    header, data = rows[0], rows[2:]  # rows[1]: the units
     return [dict(zip(header, r)) for r in data]
 
 

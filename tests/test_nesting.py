@@ -31,13 +31,13 @@ def _events(rng: random.Random, n_tracks: int, per_track: int, laminar: bool) ->
         pid, tid = rng.choice([1, 2, None]), t
         spans = []
         if laminar:  # mostly nested ranges (zero-length ones, ties, a few partial overlaps)
-            def fill(lo, hi, depth):
+            def fill(lo, hi, depth):  # called in this iteration only
                 nonlocal spans
                 x = lo
-                while x < hi and len(spans) < per_track:
+                while x < hi and len(spans) < per_track:  # noqa: B023
                     s = rng.randint(x, hi)
                     e = rng.choice([s, rng.randint(s, hi), hi])
-                    spans.append((s, e))
+                    spans.append((s, e))  # noqa: B023
                     if depth < 4 and e - s > 2 and rng.random() < 0.6:
                         fill(s, e, depth + 1)
                     x = e if rng.random() < 0.8 else s

@@ -438,7 +438,7 @@ def test_views_equal_independent_computation(path, convert):
                                                     "min_bytes", "max_bytes", "stddev_bytes"))
     # nvtx_summary (nvtx_sum)
     exp = defaultdict(list)
-    for rid, s, e, g, eg, name, style in nvtx_rows(con):
+    for _rid, s, e, _g, _eg, name, style in nvtx_rows(con):
         exp[(name, style)].append(e - s)
     rows = dicts(st, "select * from nvtx_summary")
     for r in rows:

@@ -11,7 +11,6 @@ import gzip
 import json
 import random
 
-import pytest
 
 from conftest import FIXTURES, need
 from tracekit.adapters.base import TraceError
@@ -58,14 +57,14 @@ def mutate_event(rng, trace):
 
 def byte_variants(rng, raw: bytes):
     out = []
-    for k in range(120):  # truncation at many offsets
+    for _k in range(120):  # truncation at many offsets
         out.append((raw[: rng.randrange(0, len(raw))], "truncate"))
-    for k in range(120):  # byte flips
+    for _k in range(120):  # byte flips
         b = bytearray(raw)
         for _ in range(rng.randrange(1, 4)):
             b[rng.randrange(len(b))] = rng.randrange(256)
         out.append((bytes(b), "flip"))
-    for k in range(40):  # invalid UTF-8 inside a string
+    for _k in range(40):  # invalid UTF-8 inside a string
         pos = raw.find(b'"name": "', rng.randrange(len(raw) // 2))
         if pos > 0:
             out.append((raw[: pos + 9] + b"\xff\xfe" + raw[pos + 9:], "utf8"))

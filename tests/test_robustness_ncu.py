@@ -189,10 +189,9 @@ def expected(data: bytes):
     detail = "Metric Name" in col or "Metric Value" in col
     entries = 0
     ids = set()
-    units = False
     if not detail and rows and rows[0] and rows[0][0] == "" and not any(
             rows[0][i] for i in (col.get("ID", 0), col.get("Kernel Name", 0)) if i < len(rows[0])):
-        rows, units = rows[1:], True
+        rows = rows[1:]  # the units row
     metric_cols = [i for i, h in enumerate(header) if h not in ID_COLUMNS and not is_nvtx(h)]
     for r in rows:
         if not r or (len(r) == 1 and not r[0].strip()):

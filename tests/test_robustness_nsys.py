@@ -91,7 +91,6 @@ def mutate_sql(rng: random.Random, con: sqlite3.Connection) -> str:
     descs = [t for t in DESCRIPTIONS if t in have]
     t = rng.choice(descs if descs and rng.random() < 0.3 else acts)
     cols = columns(con, t)
-    n = con.execute(f'select count(*) from "{t}"').fetchone()[0]
     rowids = [r[0] for r in con.execute(f'select rowid from "{t}"')]
     some = rng.sample(rowids, min(len(rowids), rng.randrange(1, 6))) if rowids else []
     where = f"rowid in ({', '.join(map(str, some))})" if some else "1"

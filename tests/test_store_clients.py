@@ -5,7 +5,6 @@ version.  `tracekit sql --db DIR` on a Parquet export.  The distribution name in
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

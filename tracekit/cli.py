@@ -268,7 +268,7 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
     if not show:
         return store.convert(path, format=fmt, rank=rank, strict=strict)
     with click.progressbar(length=1000, label=f"converting {path.name}", file=sys.stderr) as bar:
-        def progress(done, total, _last=[0]):
+        def progress(done, total, _last=[0]):  # noqa: B006 (the last position, kept across calls)
             pos = int(1000 * done / total) if total else 1000
             if pos > _last[0]:
                 bar.update(pos - _last[0])

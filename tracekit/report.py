@@ -350,7 +350,7 @@ def render_html(store, d: Diagnosis) -> str:
         _shape_roofline(p, q, srcs[sid])
         if len(p.parts) > start:
             sections.append((f"Source {_label(srcs[sid])}", p.parts[start:], False))
-    for sid, src in srcs.items():
+    for src in srcs.values():
         if src["format"] == "ncu":
             start = len(p.parts)
             _roofline(p, q, src)

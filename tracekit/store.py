@@ -906,7 +906,7 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, items) -> None:
                 try:
                     item = next(items, None)
                 except BaseException as e:  # raised again below, not as a DuckDB error
-                    failed.append(e)
+                    failed.append(e)  # noqa: B023 (this run is consumed before the next)
                     return
                 if item is None:
                     return

@@ -170,7 +170,7 @@ def macro_names() -> list[str]:
 def creation_order() -> list[str]:
     """Every view, each after the views it uses."""
     out: list[str] = []
-    for name, order in _order().items():
+    for _name, order in _order().items():
         out += [n for n in order if n not in out]
     return out
 

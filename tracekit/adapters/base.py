@@ -9,7 +9,7 @@ fields it knows) and ``self.accounting`` while it goes.  Adapters never touch Du
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import orjson
 import pyarrow as pa

@@ -356,7 +356,7 @@ def lint_json(path: str | Path) -> LintReport:
 
     v1_points.sort(key=lambda x: (x[2], x[5]))
     open_v1: dict = {}
-    for ph, key, ts_ns, pid, tid, order, bp in v1_points:
+    for ph, key, ts_ns, pid, tid, _order, bp in v1_points:
         if ph == "s":
             if not enclosed(pid, tid, ts_ns):
                 rep.error("flow start outside any slice (flow_no_enclosing_slice)", str(key))
@@ -496,7 +496,7 @@ def lint_proto(path: str | Path) -> LintReport:
     for uuid, evs in per_track.items():
         evs.sort(key=lambda x: (x[0], x[1]))
         depth = 0
-        for ts, o, _, typ, _, fo, fi in evs:
+        for ts, _o, _, typ, _, fo, fi in evs:
             if typ == 1:
                 depth += 1
                 n_slices += 1

@@ -13,7 +13,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base import TraceError
+from ..base import RAW_PREFIX, TraceError
 from .mapping import ARGS, _int
 
 _EMPTY = msgspec.Raw(b"")
@@ -154,19 +154,35 @@ def _us_column(raws: list) -> tuple[pa.Array, list | None]:
     return pa.array(vals, pa.int64()), codes
 
 
-def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
+def count_kept(accounting, table: str, extras) -> None:
+    """Count the raw values kept in args (``extras``: row -> {field: raw value}, or one row's
+    {field: raw value}) by the one rule of adapters/base.py, as repairs."""
+    rows = extras.values() if extras and isinstance(next(iter(extras)), int) else [extras or {}]
+    n: dict = {}
+    for extra in rows:
+        for k in extra:
+            n[k] = n.get(k, 0) + 1
+    for k, c in n.items():
+        name = k[len(RAW_PREFIX):] if k.startswith(RAW_PREFIX) else k.lstrip("_")
+        accounting.repair(f"{table}.{name}: a raw value no column holds (not an id, or not the "
+                          f"one its column took) kept in args.{RAW_PREFIX}{name}", c)
+
+
+def _with_extras(texts: pa.Array, extras: dict, accounting, table: str) -> pa.Array:
     """The args texts with, for the rows in ``extras`` (row -> {field: raw value}), those fields
-    added as ``_<field>``: a raw value no column holds (a pid that is not an id, a kernel's pid /
-    tid that differ from its args' device / stream), kept as the one-by-one reader keeps them."""
+    added as ``_raw_<field>`` (adapters/base.py's rule): a raw value no column holds (a pid that
+    is not an id, a kernel's pid / tid that differ from its args' device / stream), kept as the
+    one-by-one reader keeps them; counted (`count_kept`)."""
     if not extras:
         return texts
+    count_kept(accounting, table, extras)
     out = texts.to_pylist()
     for i, extra in extras.items():
         t = out[i]
         d = _ANY.decode(t.encode()) if t else {}
         if not isinstance(d, dict):
             d = {"args": d}
-        d.update({f"_{k}": v for k, v in extra.items()})
+        d.update({f"{RAW_PREFIX}{k}": v for k, v in extra.items()})
         out[i] = msgspec.json.encode(d).decode()
     return pa.array(out, pa.string())
 
@@ -334,13 +350,13 @@ def decode_args(ev: _Event) -> _Args:
 
 def args_text(ev: _Event, extra) -> str | None:
     """The args column of one event: its raw args text, with the ``extra`` fields (a raw value
-    no column holds) added as ``_<field>``."""
+    no column holds) added as ``_raw_<field>``."""
     a = bytes(ev.args)
     if extra:
         d = _ANY.decode(a) if a and a != b"null" else {}
         if not isinstance(d, dict):
             d = {"args": d}
-        d.update({f"_{k}" if not k.startswith("_") else k: v for k, v in extra.items()})
+        d.update({f"{RAW_PREFIX}{k}" if not k.startswith(RAW_PREFIX) else k: v for k, v in extra.items()})
         return msgspec.json.encode(d).decode()
     if not a or a == b"null" or a == b"{}":
         return None
@@ -349,7 +365,7 @@ def args_text(ev: _Event, extra) -> str | None:
 
 def generic_event(raw):
     """(event, extra fields) of an event with unusual fields or types: every field kept (the
-    Chrome-trace ones of another type as ``_<field>``); (None, None) if it is not an object."""
+    Chrome-trace ones of another type as ``_raw_<field>``); (None, None) if it is not an object."""
     try:
         d = _ANY.decode(raw)
     except msgspec.DecodeError:
@@ -362,9 +378,9 @@ def generic_event(raw):
             known[f] = msgspec.Raw(msgspec.json.encode(known[f]))
     for f in ("name", "cat", "ph", "s", "bp"):
         if f in known and not isinstance(known[f], str):
-            d[f"_{f}"] = known[f]
+            d[f"{RAW_PREFIX}{f}"] = known[f]
             known[f] = None if known[f] is None else str(known[f])
     for f in ("pid", "tid", "id"):
         if f in known and not isinstance(known[f], (int, str, type(None))):
-            d[f"_{f}"] = known.pop(f)
+            d[f"{RAW_PREFIX}{f}"] = known.pop(f)
     return _Event(**known), (d or None)

@@ -11,7 +11,7 @@ names a field or a column: they evaluate the tables below, so a new column is on
   does not scan makes the tables that read it go the Python way: `scannable`).
 * `CAT`: the event's ``cat`` (lower-cased) -> the table and the category / kind of its rows.
 * `COLUMNS`: per table, each column's sources, the first one present (not null) taken, and its
-  conversion.  `KEEP_RAW`: the raw pid / tid kept in ``args`` (as ``_pid`` / ``_tid``) when the
+  conversion.  `KEEP_RAW`: the raw pid / tid kept in ``args`` (as ``_raw_pid`` / ``_raw_tid``) when the
   column named does not hold it (not an id, or another value taken first).
 * the derived columns: `api_of`, `memop_kinds`, `sync_type`, `category_of`, `ARGS_CATEGORIES`,
   `GPU_TRACK_CATEGORIES`.
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ..base import fit
 
 INT64_MAX = 2**63 - 1
 
@@ -214,15 +216,16 @@ def _stream(v) -> int | None:
 
 def _ints(vals: list) -> tuple[pa.Array, list, bool]:
     """Ids with `_int`'s rules: (int64 array, the values as a list, whether every non-null value
-    was kept).  One C-level conversion when all are int64 ints (the usual case)."""
-    try:
-        if any(type(v) is float for v in vals):  # pyarrow would truncate 1.5 to 1, silently
-            raise TypeError("float id")
-        return pa.array(vals, pa.int64()), vals, True
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
-        conv = [_int(v) for v in vals]
-        kept = all(c is not None or v is None for c, v in zip(conv, vals))
-        return pa.array(conv, pa.int64()), conv, kept
+    was kept).  What fits an int64 is adapters/base.py's one rule (`fit`: one C-level conversion
+    when all fit, the usual case); `_int` reads the others (id text such as "12" or "0x1f")."""
+    arr, bad = fit(vals, pa.int64())
+    if not bad:
+        return arr, vals, True
+    conv = list(vals)
+    for i in bad:
+        conv[i] = _int(vals[i])
+    kept = all(conv[i] is not None or vals[i] is None for i in bad)
+    return pa.array(conv, pa.int64()), conv, kept
 
 
 def _streams(arr: pa.Array) -> pa.Array:

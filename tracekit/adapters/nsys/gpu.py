@@ -37,7 +37,7 @@ class GpuTables:
                   "dynamicSharedMemory", "graphNodeId", "graphId"]
         for rows, c in self._select_fast(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             name = self._lookup(t, c, "demangledName")
             short = self._lookup(t, c, "shortName")
@@ -70,7 +70,7 @@ class GpuTables:
                   "graphId"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             name = [f"[CUDA graph {g}]" if g is not None else "[CUDA graph]" for g in c["graphId"]]
             batch = self._batch("kernels", n, {
@@ -90,7 +90,7 @@ class GpuTables:
         names: dict = {}
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             ck, sk, dk = c["copyKind"], c["srcKind"], c["dstKind"]
             keys = list(zip(ck, sk, dk))
@@ -119,7 +119,7 @@ class GpuTables:
                   "bytes", "memKind", "graphNodeId"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             mk = c["memKind"]
             batch = self._batch("memops", n, {
@@ -142,7 +142,7 @@ class GpuTables:
                   "syncType", "eventId"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             stream, event = I("streamId"), I("eventId")  # 4294967295: no stream / no event
             stream = pc.if_else(pc.equal(stream, NO_STREAM), pa.scalar(None, pa.int64()), stream)
@@ -168,7 +168,7 @@ class GpuTables:
                   "globalPid", "correlationId", "name"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start = self._ints(t, c, "start", n, required=True)
             op, mk = c["memoryOperationType"], c["memKind"]
             ok = [x in MEM_OPS and s is not None for x, s in zip(op, start.to_pylist())]

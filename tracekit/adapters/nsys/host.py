@@ -38,7 +38,7 @@ class HostTables:
         api_names: dict = {}
         for rows, c in self._select_fast(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             g = I("globalTid")
             raw = self._lookup(t, c, "nameId")
@@ -113,7 +113,7 @@ class HostTables:
                              f"({', '.join(map(str, NVTX_RANGES))}) THEN json('true') END"}
         for rows, c in self._select_nvtx(t, wanted, args_skip, extra):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n, end_required=False)
             etype = I("eventType")
             is_range = pc.is_in(etype, pa.array(NVTX_RANGES, pa.int64())).fill_null(False)
@@ -162,7 +162,7 @@ class HostTables:
         wanted = ["start", "end", "eventClass", "globalTid", "nameId"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             klass = I("eventClass")
             g = I("globalTid")
@@ -190,7 +190,7 @@ class HostTables:
         wanted = ["start", "end", "globalTid", "nameId", "correlationId"]
         for rows, c in self._select(t, wanted):
             n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             g = I("globalTid")
             batch = self._batch("events", n, {
