@@ -159,11 +159,11 @@ class ColumnarReader:
         b["kernels"].add_columns(len(sub), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "short_name": self._short_names(cols["name"]),
-            "args": _with_extras(_args_texts(sub), extras, self.accounting, "kernels")})
+            "args": _with_extras(_args_texts(sub), extras)})
 
     def _api_calls(self, b, sub, t0, end, dur, kind) -> None:
         cols, extras = mapping.list_columns("api_calls", sub, self._args_many(sub))
         b["api_calls"].add_columns(len(sub), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "api": [mapping.api_of(kind, nm) for nm in cols["name"]],
-            "args": _with_extras(_args_texts(sub), extras, self.accounting, "api_calls")})
+            "args": _with_extras(_args_texts(sub), extras)})

@@ -10,7 +10,7 @@ import msgspec
 from ...names import short_kernel_name
 from . import flows as flow_rule
 from . import mapping
-from .decode import (_ANY, count_kept, _EV, _Event, _fix_surrogates, args_text, decode_args, dur_skip,
+from .decode import (_ANY, _EV, _Event, _fix_surrogates, args_text, decode_args, dur_skip,
                      generic_event, ts_skip, us_value)
 from .mapping import _int
 
@@ -116,8 +116,6 @@ class RowReader:
             cols["sync_type"] = mapping.sync_type(a.sync_kind, ev.name)
         else:
             cols["api"] = mapping.api_of(kind, ev.name)
-        if keep:
-            count_kept(self.accounting, table, keep)
         b[table].add(start_ns=ts, end_ns=end, dur_ns=dur, args=args_text(ev, keep), **cols)
 
     def _few(self, b, table, kind, sub, t0, end, d) -> None:
@@ -133,8 +131,6 @@ class RowReader:
         cols, keep = mapping.row_columns("events", ev, a, extra)
         if cat in mapping.GPU_TRACK_CATEGORIES:
             cols["device_id"], cols["stream_id"], cols["pid"], cols["tid"] = cols["pid"], cols["tid"], None, None
-        if keep:
-            count_kept(self.accounting, "events", keep)
         b["events"].add(event_id=event_id, start_ns=ts, end_ns=end, dur_ns=end - ts, category=cat,
                         is_instant=instant, args=args_text(ev, keep), **cols)
         return event_id + 1

@@ -170,11 +170,11 @@ class ScannedReader:
         b["kernels"].add_columns(len(ci), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "short_name": pa.array(short, pa.string()).take(enc.indices),
-            "args": _with_extras(c["args"].take(ci), extras, self.accounting, "kernels")})
+            "args": _with_extras(c["args"].take(ci), extras)})
 
     def _scanned_api_calls(self, b, c, ci, t0, end, dur, kind) -> None:
         cols, extras = mapping.scanned_columns("api_calls", c, ci)
         b["api_calls"].add_columns(len(ci), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "api": mapping.by_name(lambda nm: mapping.api_of(kind, nm), cols["name"]),
-            "args": _with_extras(c["args"].take(ci), extras, self.accounting, "api_calls")})
+            "args": _with_extras(c["args"].take(ci), extras)})
