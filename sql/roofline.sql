@@ -21,7 +21,8 @@
 --   flops, bytes   = `tk_op_flops` / `tk_op_bytes` (sql/lib/ops.sql) of the call's shapes; torch's
 --     own "flops" arg where the trace carries it (with_flops) replaces the modelled FLOPs.
 --     Element sizes from "Input type"; where the trace has none (nsys) from the dtype the
---     call's kernel names spell (`tk_kernel_dtype`), else the source's most common kernel dtype.
+--     call's kernel names spell most often (`tk_kernel_dtype`; of equally many, the narrowest),
+--     else the source's most common kernel dtype (likewise).
 --   intensity      = flops / bytes (FLOP per byte)
 --   peaks          = `tk_device_peaks()` matched on the GPU's name (devices.name), the compute
 --     peak for the call's dtype (`tk_peak_flops`; FLOP-class calls: their dtype, others: fp32);
@@ -52,7 +53,7 @@
 --   start_ns           BIGINT   call start on the CPU, ns
 --   end_ns             BIGINT   call end on the CPU, ns
 --   device_id          INTEGER  GPU of its main kernel
---   kernel             VARCHAR  its main (longest) GPU operation's name
+--   kernel             VARCHAR  its main GPU operation's name: the longest (the earliest of equally long ones)
 --   gpu_ops            BIGINT   GPU operations it launched (as defined above)
 --   gpu_ns             BIGINT   their summed duration, ns
 --   gpu_start_ns       BIGINT   first of them starts, ns
@@ -108,14 +109,19 @@ pick AS (  -- each launch's call: outermost FLOP-class call, else innermost mode
 work AS (  -- the GPU work of each call
     SELECT l.source_id, p.event_id, count(*) AS gpu_ops, sum(l.dur_ns)::BIGINT AS gpu_ns,
            min(l.start_ns) AS gpu_start_ns, max(l.end_ns) AS gpu_end_ns,
-           arg_max(l.name, l.dur_ns) AS kernel, arg_max(l.device_id, l.dur_ns) AS device_id,
-           arg_max(l.start_ns, l.dur_ns) AS kernel_start_ns,
-           mode(tk_kernel_dtype(l.name)) FILTER (l.kind = 'kernel') AS kernel_dtype
+           -- the longest kernel (the earliest of equally long ones); the dtype most kernels name
+           -- (of equally many, the narrowest: fp8, then bf16 / fp16, fp32, fp64)
+           arg_max(l.name, (l.dur_ns, -l.start_ns)) AS kernel,
+           arg_max(l.device_id, (l.dur_ns, -l.start_ns)) AS device_id,
+           arg_max(l.start_ns, (l.dur_ns, -l.start_ns)) AS kernel_start_ns,
+           mode(tk_kernel_dtype(l.name) ORDER BY tk_dtype_bytes(tk_kernel_dtype(l.name)), tk_kernel_dtype(l.name))
+               FILTER (l.kind = 'kernel') AS kernel_dtype
     FROM pick p JOIN l USING (point_id)
     GROUP BY ALL
 ),
 src_dtype AS (  -- the source's most common kernel dtype (element size where the trace has none)
-    SELECT source_id, mode(tk_kernel_dtype(name)) AS dtype FROM kernels GROUP BY ALL
+    SELECT source_id, mode(tk_kernel_dtype(name) ORDER BY tk_dtype_bytes(tk_kernel_dtype(name)), tk_kernel_dtype(name)) AS dtype
+    FROM kernels GROUP BY ALL
 ),
 peaks AS (  -- each GPU's peaks: the first pattern of tk_device_peaks() its name matches
     SELECT d.source_id, d.device_id, p.device,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, realworld
+from intervals import union
 
 ORACLED = sorted(p for p in FIXTURES.glob("*/*.sqlite")
                  if (p.parent / "oracle" / f"{p.stem}_cuda_gpu_sum.csv").exists())
@@ -110,15 +111,6 @@ def gpu_ops(trace):
                 t = "compute"
             yield t, int(e["args"]["stream"]), s, s + ns(e["dur"]), e["args"].get("correlation"), e["name"]
 
-
-def union(iv):
-    out = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
 
 
 @pytest.mark.parametrize("path", DDP, ids=lambda p: p.name)
