@@ -8,11 +8,12 @@ import random
 import pyarrow as pa
 import pytest
 
-import tracekit.store as store
+import tracekit.nesting as nesting
 from conftest import FIXTURES, realworld
 from tracekit import schema
 from tracekit.native import native
-from tracekit.store import Store, _derive_nesting, _insert, _nest_track
+from tracekit.nesting import _derive_nesting, _nest_track
+from tracekit.store import Store, _insert, writing
 
 WAYS = ["sql"] + (["native"] if native is not None else [])
 
@@ -20,8 +21,8 @@ WAYS = ["sql"] + (["native"] if native is not None else [])
 @pytest.fixture(params=WAYS)
 def way(request, monkeypatch):
     """Each test runs with each derivation (the native one writing back in slices of 97 rows)."""
-    monkeypatch.setattr(store, "NATIVE_NESTING", request.param == "native")
-    monkeypatch.setattr(store, "NEST_UPDATE_ROWS", 97)
+    monkeypatch.setattr(nesting, "NATIVE_NESTING", request.param == "native")
+    monkeypatch.setattr(nesting, "NEST_UPDATE_ROWS", 97)
     return request.param
 
 
@@ -94,8 +95,8 @@ def test_deep_nesting_uses_the_general_lookup(tmp_path, way):
 
 
 def _stored_nesting(path, trace, native_nesting: bool, monkeypatch) -> dict:
-    monkeypatch.setattr(store, "NATIVE_NESTING", native_nesting)
-    with store.writing(path, replace=True) as st:
+    monkeypatch.setattr(nesting, "NATIVE_NESTING", native_nesting)
+    with writing(path, replace=True) as st:
         st.convert(trace)
     with Store(path, read_only=True) as st:
         return {r[0]: (r[1], r[2]) for r in st.rows("select event_id, depth, parent_id from events")}
