@@ -1,7 +1,8 @@
 """Fingerprints of every view on a fixed set of fixture stores, against results saved in
 tests/data/view_fingerprints.json: a refactoring must give the same rows (issue 21).
 
-    python tests/view_fingerprints.py --save     # write the file (after a deliberate change)
+    python tests/view_fingerprints.py --save     # write the file (after a deliberate change;
+                                                 # with ../shared/realworld beside the checkout)
     python tests/view_fingerprints.py            # print what differs from the file
 
 A fingerprint is the row count and an MD5 over the rows' texts, sorted (row order does not
@@ -29,6 +30,14 @@ STORES = {
     "roofline_b1_kineto_nsys": ["roofline/roof_b1.json.gz", "roofline/roof_b1.sqlite"],
     "memory_train": ["roofline/train.json.gz"],
 }
+# real-world captures of ../shared/realworld (skipped where that folder is absent)
+REALWORLD = REPO.parent / "shared" / "realworld"
+REALWORLD_STORES = {
+    "rw_kineto_hta_nccl_data": ["kineto/hta__nccl_data.json.gz"],
+    "rw_kineto_tracelens_h100_qwen": ["kineto/tracelens__h100_qwen1.5-0.5b.json.gz"],
+    "rw_nsys_mfu_2gpu_before": ["nsys/GindaChen__nsys-ai__mfu_2gpu_before.sqlite"],
+    "rw_nsys_uvmtorch": ["nsys/CO18326__uvmTorch__report1.sqlite"],
+}
 
 
 def _cell(v):
@@ -41,15 +50,15 @@ def _cell(v):
     return v
 
 
-def fingerprints(views=None) -> dict:
+def fingerprints(views=None, stores=None, base=FIX) -> dict:
     import tracekit
     from tracekit import views as V
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, files in STORES.items():
+        for name, files in (STORES if stores is None else stores).items():
             db = str(Path(tmp) / f"{name}.duckdb")
-            tracekit.convert([str(FIX / f) for f in files], db=db)
+            tracekit.convert([str(base / f) for f in files], db=db)
             st = tracekit.open(db)
             got = {}
             for v in V.all_views():
@@ -75,8 +84,15 @@ def differences(saved: dict, now: dict) -> list[str]:
     return out
 
 
+def all_fingerprints() -> dict:
+    out = fingerprints()
+    if REALWORLD.is_dir():
+        out.update(fingerprints(stores=REALWORLD_STORES, base=REALWORLD))
+    return out
+
+
 if __name__ == "__main__":
-    now = fingerprints()
+    now = all_fingerprints()
     if "--save" in sys.argv:
         SAVED.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"wrote {SAVED}")
