@@ -1,7 +1,7 @@
 """Shared test helpers: paths of the real-world corpus (optional) and the bundled fixtures.
 
 Optional test tools (the corpus ../shared, headless Chromium, Node.js with Perfetto's engine,
-torch, ncu-report, plotly, the compiled module): a user without one sees its tests skip; in CI
+torch, ncu-report, plotly, pyspark with Java, the compiled module): a user without one sees its tests skip; in CI
 (``CI=true``, as .ci/run sets) a missing one fails the run at the start, and a test that skips
 for a missing tool fails instead, so CI cannot pass with tests not run.
 """
@@ -55,6 +55,10 @@ def missing_tools() -> list[str]:
                      ("plotly", "pip install plotly")):
         if not _importable(mod):
             out.append(f"{mod} ({how})")
+    if not _importable("pyspark") or not _importable("sqlglot"):
+        out.append("pyspark and sqlglot (pip install -e '.[spark]')")
+    if not shutil.which("java"):
+        out.append("a Java runtime, for Spark (apt-get install default-jre-headless)")
     if os.environ.get("TRACEKIT_NO_EXTENSION") != "1":
         from tracekit.native import native
 
