@@ -71,7 +71,13 @@ def entry():
                    "of CPUs; 1: one after the other in this process). The store is the same either "
                    "way: same source ids, rows and order.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet):
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="spark: convert each input as a Spark task straight into the partitioned Parquet "
+                   "dataset --parquet DIR (written afresh; no store), on --master (docs/scaling.md).")
+@click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
+                                              "a cluster's spark://host:7077, yarn, ...).")
+def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet,
+            engine, master):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -102,6 +108,11 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     note = missing_notice()
     if note:  # pip install -q hid hatch_build.py's warning
         click.echo(note, err=True)
+    if engine == "spark":
+        _convert_spark(inputs, parquet_dir, master, fmt, rank, strict, replace)
+        return
+    if master:
+        _fail("--master needs --engine spark")
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
         _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
@@ -193,6 +204,27 @@ def _keep_or_roll_back(db: Path, replace: bool, failed: int, total: int) -> None
         if replace and failed < total and Path(db).exists():
             click.echo(f"tracekit: {failed} of {total} inputs failed; the store was not replaced", err=True)
         raise Rollback()
+
+
+def _convert_spark(inputs, parquet_dir, master, fmt, rank, strict, replace) -> None:
+    """convert --engine spark: one Spark task per input, each writing its partitions of the dataset."""
+    if not parquet_dir:
+        _fail("--engine spark writes the partitioned Parquet dataset: give --parquet DIR")
+    from .spark.convert import DatasetError, convert_dataset
+    from .spark.engine import SparkUnavailable
+
+    try:
+        results = convert_dataset(inputs, parquet_dir, master=master, fmt=fmt, rank=rank, strict=strict,
+                                  replace=replace)
+    except (DatasetError, SparkUnavailable) as e:
+        _fail(str(e))
+    for r in results:
+        click.echo(r.line if r.ok else f"tracekit: error: {r.line}", err=not r.ok)
+    done = sum(r.ok for r in results)
+    click.echo(f"wrote {done} of {len(results)} inputs as a partitioned Parquet dataset to {parquet_dir} "
+               f"(query it with tracekit sql --db {parquet_dir} [--engine spark])")
+    if done < len(results):
+        sys.exit(2)
 
 
 def _export(store: Store, parquet_dir: Path, partitioned: bool) -> None:
@@ -296,7 +328,12 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 @click.option("--max-rows", default=100, show_default=True, help="Rows shown by --format table (0 = all).")
 @click.option("--unsafe", is_flag=True,
               help="Lift the sandbox: let the SQL read and write files, attach databases, load extensions.")
-def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe):
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="spark: run on Apache Spark over the Parquet dataset --db DIR; the query and the views "
+                   "are written in DuckDB's SQL and translated (docs/scaling.md).")
+@click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
+                                              "a cluster's spark://host:7077, yarn, ...).")
+def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, engine, master):
     """Run SQL against the store (read-only); every view of `tracekit views` is available.
     --db may also name a Parquet export (convert --parquet DIR): the same views over its files.
 
@@ -321,6 +358,11 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe):
       tracekit sql "select * from idle_gaps order by dur_ns desc" --format csv -o gaps.csv
       tracekit sql -f report.sql
       echo "select count(*) from kernels" | tracekit sql
+      tracekit sql --engine spark --db dataset/ "select * from idle_gaps limit 5"
+
+    --engine spark runs the same SQL (DuckDB's dialect, translated with the views by sqlglot) on
+    Apache Spark over a Parquet export (--db DIR; local[*], or --master URL for a cluster).
+    It needs pip install 'tracekit-gpu[spark]' and Java 17+.
     """
     text, where = _read_query(query, query_file)
     try:
@@ -329,6 +371,11 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe):
         _fail(f"query failed: {error_text(e)}")
     if not stmts:
         _fail(f"{where}: no SQL statement in it (only blanks or comments)")
+    if engine == "spark":
+        _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master)
+        return
+    if master:
+        _fail("--master needs --engine spark")
     try:
         store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
@@ -378,27 +425,66 @@ def _read_query(query: str | None, query_file: str | None) -> tuple[str, str]:
     return text, where
 
 
-def _run_statements(store: Store, stmts, fmt: str, output: Path | None, timeunit: str, max_rows: int) -> None:
+def _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master) -> None:
+    """sql --engine spark: each statement translated and run on Spark over the dataset DIR."""
+    from .spark.engine import SparkEngine, SparkQueryError, SparkUnavailable
+
+    values = {}
+    for p in params:
+        name, sep, value = p.partition("=")
+        if not sep or not name.isidentifier():
+            _fail(f"--param {p!r}: expected NAME=VALUE")
+        values[name] = _param_value(value)
+    try:
+        eng = SparkEngine(db, master=master, params=values)
+    except SparkUnavailable as e:
+        _fail(str(e))
+    except StoreError as e:
+        _fail(str(e))
+
+    def fetch(query: str):
+        try:
+            return eng.query(query)
+        except SparkQueryError as e:
+            raise _QueryFailed(str(e)) from None
+
+    with eng:
+        _run_statements(None, stmts, fmt, output, timeunit, max_rows, fetch=fetch)
+
+
+class _QueryFailed(Exception):
+    """A statement failed on another engine (its one-line reason)."""
+
+
+def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, timeunit: str, max_rows: int,
+                    fetch=None) -> None:
     """Run the statements in turn. Table output shows each result as it comes (a blank line
     between two); csv / json / parquet keep the one result and write it at the end (a second
-    result is an error, and nothing is written)."""
+    result is an error, and nothing is written).  ``fetch(query) -> Arrow table or None``:
+    another engine's results (raising _QueryFailed) instead of the store's."""
     if fmt == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
     n = len(stmts)
     held = None  # (statement number, result) for csv / json / parquet
     texts: list[str] = []  # table output for -o
     for i, stmt in enumerate(stmts, 1):
+        at = f" (statement {i} of {n})" if n > 1 else ""
         try:
-            try:
-                tbl = _result(store, stmt.query, timeunit)
-            except duckdb.CatalogException:
-                # only the views the query names are registered: with all of them, DuckDB's
-                # "Did you mean" can name a view too (a failed bind ran nothing)
-                _ = store.con
-                tbl = _result(store, stmt.query, timeunit)
+            if fetch is not None:
+                tbl = fetch(stmt.query)
+                tbl = None if tbl is None else convert_timeunit(tbl, timeunit)
+            else:
+                try:
+                    tbl = _result(store, stmt.query, timeunit)
+                except duckdb.CatalogException:
+                    # only the views the query names are registered: with all of them, DuckDB's
+                    # "Did you mean" can name a view too (a failed bind ran nothing)
+                    _ = store.con
+                    tbl = _result(store, stmt.query, timeunit)
         except duckdb.Error as e:
-            at = f" (statement {i} of {n})" if n > 1 else ""
             _fail(f"query failed{at}: {error_text(e)}")
+        except _QueryFailed as e:
+            _fail(f"query failed{at}: {e}")
         if tbl is None or not _returns_rows(stmt, tbl):
             continue
         if fmt != "table":

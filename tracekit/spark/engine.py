@@ -1,0 +1,72 @@
+"""`tracekit sql --engine spark` and the Python API: one Spark session over a Parquet dataset,
+with every view registered, answering queries written in DuckDB's dialect as Arrow tables.
+
+    from tracekit.spark import SparkEngine
+    with SparkEngine("dataset/", master="local[*]") as eng:
+        gaps = eng.query("select * from idle_gaps order by dur_ns desc limit 10")  # pyarrow.Table
+
+The views and the query are translated from DuckDB's SQL by `translate` (one definition of each
+view: its sql/*.sql file); `session` starts Spark and registers the dataset's tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..store import StoreError
+
+
+class SparkUnavailable(Exception):
+    """pyspark, sqlglot or Java is missing (one line: what, and how to install it)."""
+
+
+class SparkQueryError(Exception):
+    """A query could not be translated or failed on Spark (one line: Spark's reason)."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(getattr(e, "desc", None) or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+class SparkEngine:
+    """A Spark session over the tracekit Parquet dataset ``dataset`` (partitioned or flat),
+    its tables and every view registered.  ``params``: view parameters (``--param``)."""
+
+    def __init__(self, dataset, master: str | None = None, params: dict | None = None, spark=None):
+        d = Path(dataset)
+        if not d.is_dir():
+            raise StoreError(f"{d}: not a folder; --engine spark reads a Parquet export: write one with "
+                             f"`tracekit convert TRACE --parquet {d} --partitioned`")
+        from . import session as s
+
+        self.params = dict(params or {})
+        self._own = spark is None
+        self.spark = spark if spark is not None else s.session(master)
+        s.register_dataset(self.spark, d)
+        s.register_views(self.spark, self.params)
+
+    def query(self, sql: str) -> pa.Table | None:
+        """The rows of one statement (DuckDB's dialect) as an Arrow table."""
+        from .translate import to_spark
+
+        try:
+            text = to_spark(sql, self.params)
+        except Exception as e:  # noqa: BLE001 - sqlglot's parse / unsupported errors
+            raise SparkQueryError(f"cannot translate to Spark SQL: {_first_line(e)}") from None
+        try:
+            return self.spark.sql(text).toArrow()
+        except Exception as e:  # noqa: BLE001 - Spark's AnalysisException, ParseException, ...
+            raise SparkQueryError(_first_line(e)) from None
+
+    def close(self) -> None:
+        if self._own:
+            self.spark.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
