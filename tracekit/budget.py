@@ -88,6 +88,7 @@ class Plan:
     nsys_chunk_rows: int   # rows per rowid range of the nsys reader (kernel rows: ~700 B each with args)
     nsys_readers: int      # at most this many ranges read ahead by the nsys reader's threads
     nest_rows: int         # events per piece of the nesting pass (~150 B each while it runs)
+    kineto_block: int      # bytes of JSON per block (and chunk) of the Kineto reader
 
     @property
     def duckdb_limit_text(self) -> str:
@@ -103,7 +104,8 @@ def _pow2_floor(x: float, lo: int, hi: int) -> int:
 
 def plan(budget: int | None = None) -> Plan:
     """The shares of a budget (bytes; None: `current()`).  At the default 400 MB: DuckDB 128 MB,
-    2 insert threads, nsys ranges of 16,384 rows, nesting pieces of 262,144 events; the rest is
+    2 insert threads, nsys ranges of 16,384 rows, nesting pieces of 262,144 events, Kineto blocks
+    of 4 MiB; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
     duck = max(32 * MB, int(b * 0.32))
@@ -114,4 +116,5 @@ def plan(budget: int | None = None) -> Plan:
         nsys_chunk_rows=_pow2_floor(b / 32 / 700, 4096, 65536),
         nsys_readers=max(1, min(8, b // (200 * MB))),
         nest_rows=_pow2_floor(b / 1600, 16384, 1 << 22),
+        kineto_block=_pow2_floor(b / 100, 1 << 20, 64 << 20),
     )
