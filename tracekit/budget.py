@@ -36,7 +36,8 @@ class BudgetError(ValueError):
 
 def parse(value, where: str = "memory budget") -> int:
     """A size (``"400MB"``, ``"1.5GB"``, ``"250M"``, ``"1073741824"``, or an int of bytes) in
-    bytes; kB / MB / GB count in 1024s, as DuckDB's memory_limit does."""
+    bytes; KB / MB / GB count in 1024s (as ru_maxrss and `ps` do; DuckDB's own MB are 10^6 bytes,
+    so its memory_limit is set in MiB)."""
     if isinstance(value, bool):
         raise BudgetError(f"{where} {value!r}: not a size")
     if isinstance(value, int):
@@ -92,7 +93,7 @@ class Plan:
 
     @property
     def duckdb_limit_text(self) -> str:
-        return f"{self.duckdb_limit // MB}MB"
+        return f"{self.duckdb_limit // MB}MiB"
 
 
 def _pow2_floor(x: float, lo: int, hi: int) -> int:
@@ -108,7 +109,7 @@ def plan(budget: int | None = None) -> Plan:
     of 4 MiB; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
-    duck = max(32 * MB, int(b * 0.32))
+    duck = max(8 * MB, int(b * 0.32))
     return Plan(
         budget=b,
         duckdb_limit=duck,

@@ -256,7 +256,7 @@ class Store:
             if tune and CONVERT_ARROW_POOL and not parallel:
                 pa.set_memory_pool(_arrow_pool(CONVERT_ARROW_POOL, pool))
             cap = budget.plan().duckdb_limit // budget.MB
-            for limit in (f"{cap}MB", f"{2 * cap}MB"):
+            for limit in (f"{cap}MiB", f"{2 * cap}MiB"):
                 con.execute(f"SET memory_limit = '{limit}'")
                 try:
                     return self._convert(adapter, path, progress, rank, strict, parallel)
