@@ -21,6 +21,7 @@ from dataclasses import dataclass
 ENV = "TRACEKIT_MEMORY_BUDGET"
 DEFAULT = "400MB"
 MIN_BYTES = 128 << 20  # a Python process with DuckDB, pyarrow and polars loaded takes ~100 MB
+BASE_BYTES = 100 << 20  # ... which the shares of `plan` leave out
 MB = 1 << 20
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": MB, "MB": MB, "MIB": MB,
@@ -109,13 +110,14 @@ def plan(budget: int | None = None) -> Plan:
     of 4 MiB; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
-    duck = max(8 * MB, int(b * 0.32))
+    free = max(0, b - BASE_BYTES)  # what the process itself does not take
+    duck = max(8 * MB, free * 128 // 300)  # 128 MiB at 400 MB, the cap measured before the budget
     return Plan(
         budget=b,
         duckdb_limit=duck,
         insert_threads=max(1, duck // (64 * MB)),
-        nsys_chunk_rows=_pow2_floor(b / 32 / 700, 4096, 65536),
+        nsys_chunk_rows=_pow2_floor(free / 24 / 700, 4096, 65536),
         nsys_readers=max(1, min(8, b // (200 * MB))),
-        nest_rows=_pow2_floor(b / 1600, 16384, 1 << 22),
-        kineto_block=_pow2_floor(b / 100, 1 << 20, 64 << 20),
+        nest_rows=_pow2_floor(free / 1200, 16384, 1 << 22),
+        kineto_block=_pow2_floor(free / 75, 1 << 20, 64 << 20),
     )
