@@ -96,6 +96,9 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
                     {"sid": source_id}).fetchall()[0][0]
     if not n:
         return
+    if n > piece and "want_stack" not in (native.nest.__doc__ or ""):
+        _derive_nesting_sql(con, source_id)  # a module built before pieces (rebuild it: tracekit/native.py)
+        return
     if n <= piece:
         tbl = con.sql(f"SELECT {_NEST_COLS} FROM events WHERE source_id = $sid AND depth IS NULL",
                       params={"sid": source_id}).to_arrow_table()
