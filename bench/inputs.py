@@ -12,6 +12,10 @@
   rows: every activity table with a time range (kernels, memcpy, memset, sync, runtime, NVTX,
   OS runtime) replicated the same way (times shifted by the span, correlationId + copy × (the
   largest correlationId + 1)).
+* ``tiny_kineto(dst, events)``: a synthetic Kineto trace of ``events`` tiny events (the shape of a
+  launch-bound loop: groups of five, an ``aten::add`` cpu_op holding two short cpu_ops and a
+  ``cudaLaunchKernel``, and the kernel it launches, 1-4 µs each, minimal ``args``), written as
+  torch.profiler writes events; the case "millions of tiny events" of issue 24.
 
 VERSION names the replication rule; bench/run.py puts it in the names of the inputs it caches, so
 a change of rule builds them again.
@@ -131,10 +135,46 @@ def replicate_nsys(src: Path, dst: Path, kernels: int) -> dict:
     return {"kernels": n, "copies": copies}
 
 
+def tiny_kineto(dst: Path, events: int) -> dict:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".part")
+    head = (b'{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H200", '
+            b'"computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n  "traceEvents": [\n')
+    group = (
+        '  {{\n    "ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 7, "tid": 7,\n'
+        '    "ts": {t0}.000, "dur": 8.000,\n    "args": {{"External id": {c}}}\n  }},\n'
+        '  {{\n    "ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 7, "tid": 7,\n'
+        '    "ts": {t0}.500, "dur": 1.000,\n    "args": {{"External id": {c}}}\n  }},\n'
+        '  {{\n    "ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 7, "tid": 7,\n'
+        '    "ts": {t2}.000, "dur": 1.000,\n    "args": {{"External id": {c}}}\n  }},\n'
+        '  {{\n    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7,\n'
+        '    "ts": {t4}.000, "dur": 3.000,\n    "args": {{"External id": {c}, "correlation": {c}}}\n  }},\n'
+        '  {{\n    "ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7,\n'
+        '    "ts": {t6}.000, "dur": 2.000,\n    "args": {{"External id": {c}, "correlation": {c}, '
+        '"device": 0, "stream": 7, "grid": [1, 1, 1], "block": [128, 1, 1]}}\n  }}')
+    groups = -(-events // 5)
+    with gzip.open(tmp, "wb", compresslevel=1) as f:
+        f.write(head)
+        t = 1_000_000_000
+        for g0 in range(0, groups, 10_000):
+            parts = []
+            for g in range(g0, min(groups, g0 + 10_000)):
+                t0 = t + g * 10
+                parts.append(group.format(t0=t0, t2=t0 + 2, t4=t0 + 4, t6=t0 + 6, c=g + 1))
+            f.write(((",\n" if g0 else "") + ",\n".join(parts)).encode())
+        f.write(b'\n  ]\n}\n')
+    tmp.replace(dst)
+    return {"events": groups * 5}
+
+
 def main(argv: list[str]) -> None:
-    """``python bench/inputs.py kineto SRC DST COPIES`` or ``nsys SRC DST KERNELS``: bench/run.py
+    """``python bench/inputs.py kineto SRC DST COPIES``, ``nsys SRC DST KERNELS`` or
+    ``tiny DST EVENTS`` (a synthetic trace of tiny events, no source): bench/run.py
     builds its inputs in this separate process, so that its own memory stays small (a child's peak
     RSS as the kernel reports it includes the peak of the process that forked it)."""
+    if len(argv) == 3 and argv[0] == "tiny":
+        print(json.dumps(tiny_kineto(Path(argv[1]), int(argv[2]))))
+        return
     if len(argv) != 4 or argv[0] not in ("kineto", "nsys"):
         raise SystemExit(main.__doc__)
     fn = replicate_kineto if argv[0] == "kineto" else replicate_nsys

@@ -26,7 +26,8 @@ def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
     return store.open(path, read_only=read_only, sandbox=sandbox)
 
 
-def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False, allow_duplicate=False):
+def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False, allow_duplicate=False,
+            memory_budget=None):
     """Convert trace files into a store; returns the per-source summaries.  A bad input raises
     (TraceError) and leaves the store as it was.  ``jobs``: convert up to that many inputs at once,
     each in a worker process (None: one per CPU); the store is the same as with ``jobs=1``
@@ -34,8 +35,10 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
     pause the garbage collector and switch pyarrow's memory pool while it runs (~10 % faster;
     store.OWN_PROCESS); by default it changes nothing process-wide.  An input whose content is
     already a source of the store, or given twice, raises StoreError and nothing is converted,
-    unless ``allow_duplicate`` (tracekit/fingerprint.py)."""
-    from . import store
+    unless ``allow_duplicate`` (tracekit/fingerprint.py).  ``memory_budget``: the peak memory of
+    the conversion per process, e.g. ``"400MB"`` (None: $TRACEKIT_MEMORY_BUDGET, else 400 MB;
+    tracekit/budget.py); a bad value raises BudgetError (a ValueError) before any work."""
+    from . import budget, store
     from .fingerprint import check_inputs, record
     from .native import missing_notice
 
@@ -51,7 +54,8 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
     was = store.OWN_PROCESS
     store.OWN_PROCESS = was or own_process
     try:
-        with store.writing(db, replace=replace) as st:
+        with budget.using(memory_budget), store.writing(db, replace=replace) as st:
+            budget.current()  # a bad $TRACEKIT_MEMORY_BUDGET raises here, before any work
             fps = check_inputs(st, paths, allow_duplicate, replace_flag="replace=True",
                                allow_flag="allow_duplicate=True")
             out = []

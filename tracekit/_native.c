@@ -757,14 +757,19 @@ static void merge_sort(const NestCols *c, int64_t *idx, int64_t *tmp, Py_ssize_t
  * (offset 0) or None where all are valid.
  * The rule of store._nest_track: on each track, in order (start, end descending, event_id), the
  * parent is the innermost open event that encloses the event (end >= its end), open meaning it
- * ends after the event starts; partial overlaps are skipped. */
+ * ends after the event starts; partial overlaps are skipped.
+ * With a true 13th argument (want_stack), a 4th item: the rows left on the stack at the end (the
+ * last track's; int64 row numbers, outermost first).  Given again, ahead of the rows that follow
+ * in that order, they give those rows the results they get in one pass over all rows (a piece at
+ * a time: tracekit/nesting.py). */
 static PyObject *nest(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     Py_buffer b[11];
     PyObject *o[11];
     memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOO", &n, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10]))
+    int want_stack = 0;
+    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOO|p", &n, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &want_stack))
         return NULL;
     for (int k = 0; k < 11; k++) {
         int is_valid_col = k < 8 && k % 2 == 1;
@@ -795,10 +800,10 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     idx = malloc(m * 8); tmp = malloc(m * 8); stack = malloc(m * 8); parent = malloc(m * 8);
     depth = malloc(m * 4); pvalid = malloc(m);
     if (!idx || !tmp || !stack || !parent || !depth || !pvalid) { PyErr_NoMemory(); goto out; }
+    Py_ssize_t top = 0;  /* stack of rows, innermost last */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) idx[i] = i;
     merge_sort(&c, idx, tmp, n);
-    Py_ssize_t top = 0;  /* stack of rows, innermost last */
     for (Py_ssize_t r = 0; r < n; r++) {
         int64_t i = idx[r];
         if (r == 0 || !same_track(&c, idx[r - 1], i)) top = 0;
@@ -819,7 +824,10 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyObject *bm = bitmap(pvalid, (size_t)n);
-    if (bm)
+    if (bm && want_stack)
+        res = Py_BuildValue("(y#y#Ny#)", (const char *)depth, (Py_ssize_t)(n * 4), (const char *)parent,
+                            (Py_ssize_t)(n * 8), bm, (const char *)stack, (Py_ssize_t)(top * 8));
+    else if (bm)
         res = Py_BuildValue("(y#y#N)", (const char *)depth, (Py_ssize_t)(n * 4), (const char *)parent,
                             (Py_ssize_t)(n * 8), bm);
 out:
@@ -979,8 +987,8 @@ static PyMethodDef METHODS[] = {
     {"kineto_flows", kineto_flows, METH_VARARGS, "kineto_flows(...) -> 8 lists: the flow rows of a chunk"},
     {"kineto_scan", scan, METH_O, "kineto_scan(chunk) -> columns of a JSON array of trace events, or None"},
     {"kineto_names", names, METH_NOARGS, "kineto_names() -> (int64 column names, string column names)"},
-    {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id) -> "
-                                 "(depth, parent, parent validity bitmap or None)"},
+    {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id[, want_stack]) -> "
+                                 "(depth, parent, parent validity bitmap or None[, stack rows])"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, METHODS, NULL, NULL, NULL, NULL};

@@ -70,6 +70,10 @@ def entry():
               help="Convert up to N inputs at once, each in its own process (default: the number "
                    "of CPUs; 1: one after the other in this process). The store is the same either "
                    "way: same source ids, rows and order.")
+@click.option("--memory-budget", "memory_budget", metavar="SIZE",
+              help="Peak memory of the conversion, per process (with --jobs N: each worker and "
+                   "this process), e.g. 400MB or 1.5GB; what does not fit is spilled to disk next "
+                   "to the store (default: $TRACEKIT_MEMORY_BUDGET, else 400MB).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
               help="spark: convert each input as a Spark task straight into the partitioned Parquet "
@@ -77,7 +81,7 @@ def entry():
 @click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
                                               "a cluster's spark://host:7077, yarn, ...).")
 def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet,
-            engine, master):
+            engine, master, memory_budget):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -95,10 +99,17 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     its own process; they are merged into the store in input order, so source ids follow the
     order of INPUTS whatever --jobs is.
     """
+    from . import budget
     from .parallel import default_jobs, error_line
 
     if partitioned and not parquet_dir:
         _fail("--partitioned needs --parquet DIR")
+    try:  # checked before any work; the workers of --jobs get it through the environment
+        if memory_budget is not None:
+            os.environ[budget.ENV] = str(budget.parse(memory_budget, "--memory-budget"))
+        budget.current()
+    except budget.BudgetError as e:
+        _fail(str(e))
     inputs = _expand_directories(inputs)
     for p in inputs:
         if Path(db).exists() and p.exists() and os.path.samefile(p, db):

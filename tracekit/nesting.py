@@ -8,13 +8,20 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from . import budget
 from .native import native
 
 # events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
 # always the SQL (tests compare the two). docs/scaling.md, "Tuning constants".
 NATIVE_NESTING = True
-# ... written back in UPDATEs of this many rows (one UPDATE of a big source spills under the cap)
-NEST_UPDATE_ROWS = 262_144
+# At most this many events are nested in memory at a time and written back per UPDATE (one UPDATE
+# of a big source spills under the cap); the memory budget may make it fewer (budget.plan's
+# nest_rows: 262,144 at 400 MB).  A source with more events is nested a piece at a time.
+NEST_UPDATE_ROWS = 1 << 22
+
+
+def _piece_rows() -> int:
+    return max(1, min(NEST_UPDATE_ROWS, budget.plan().nest_rows))
 
 
 def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
@@ -42,38 +49,98 @@ def _int64_buffers(arr: pa.Array) -> tuple:
     return values, (validity if arr.null_count else None)
 
 
-def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
-    tbl = con.sql(
-        """SELECT event_id, pid, tid, device_id, stream_id, start_ns, end_ns FROM events
-           WHERE source_id = $sid AND depth IS NULL""", params={"sid": source_id}).to_arrow_table()
+_NEST_COLS = "event_id, pid, tid, device_id, stream_id, start_ns, end_ns"
+# the order of `nest` (tracekit/_native.c): track (NULLs first), start, end descending, event id
+_NEST_ORDER = ("pid NULLS FIRST, tid NULLS FIRST, device_id NULLS FIRST, stream_id NULLS FIRST, "
+               "start_ns, end_ns DESC, event_id")
+
+
+def _nest_table(tbl: pa.Table, want_stack: bool = False):
+    """`native.nest` over the rows of ``tbl`` (the columns of _NEST_COLS): the table (event_id,
+    depth, parent_id), rows in tbl's order, and with ``want_stack`` the row numbers left on the
+    stack at the end."""
     n = tbl.num_rows
-    if not n:
-        return
     cols = {name: tbl.column(name).combine_chunks() for name in tbl.column_names}
     args = []
     for name in ("pid", "tid", "device_id", "stream_id"):
         args += _int64_buffers(cols[name])
     for name in ("start_ns", "end_ns", "event_id"):
         args.append(_int64_buffers(cols[name])[0])
-    depth, parent, valid = native.nest(n, *args)
+    depth, parent, valid, *stack = native.nest(n, *args, want_stack)
     fix = pa.table({
         "event_id": cols["event_id"],
         "depth": pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]),
         "parent_id": pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid),
                                                             pa.py_buffer(parent)])})
-    del tbl, cols, args
-    fix = fix.sort_by("event_id")  # updated in slices of NEST_UPDATE_ROWS rows
-    for off in range(0, n, NEST_UPDATE_ROWS):
-        part = fix.slice(off, NEST_UPDATE_ROWS)
-        ids = part.column("event_id")
-        con.register("__tk_fix", part)
+    if not want_stack:
+        return fix
+    return fix, pa.Array.from_buffers(pa.int64(), len(stack[0]) // 8, [None, pa.py_buffer(stack[0])])
+
+
+def _update(con: duckdb.DuckDBPyConnection, source_id: int, src: str, lo: int, hi: int) -> None:
+    con.execute(f"""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
+                    FROM {src} AS f WHERE e.source_id = $sid AND e.event_id = f.event_id
+                    AND e.event_id BETWEEN $lo AND $hi AND f.event_id BETWEEN $lo AND $hi""",
+                {"sid": source_id, "lo": lo, "hi": hi})
+
+
+def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
+    """In memory when the source's events fit in one piece (`_piece_rows`); else a piece at a
+    time: the events sorted into a temporary table by DuckDB (which spills beyond its memory
+    limit), each piece of consecutive rows nested with the rows left on the stack by the piece
+    before it (`nest`'s want_stack: the same results as one pass), the results appended to a
+    second temporary table and written back in UPDATEs of a piece's worth of event ids.  So the
+    memory it takes does not grow with the source."""
+    piece = _piece_rows()
+    n = con.execute("SELECT count(*) FROM events WHERE source_id = $sid AND depth IS NULL",
+                    {"sid": source_id}).fetchall()[0][0]
+    if not n:
+        return
+    if n > piece and "want_stack" not in (native.nest.__doc__ or ""):
+        _derive_nesting_sql(con, source_id)  # a module built before pieces (rebuild it: tracekit/native.py)
+        return
+    if n <= piece:
+        tbl = con.sql(f"SELECT {_NEST_COLS} FROM events WHERE source_id = $sid AND depth IS NULL",
+                      params={"sid": source_id}).to_arrow_table()
+        fix = _nest_table(tbl)
+        del tbl
+        fix = fix.sort_by("event_id")
+        ids = fix.column("event_id")
+        con.register("__tk_fix", fix)
         try:
-            con.execute("""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
-                           FROM __tk_fix AS f WHERE e.source_id = $sid AND e.event_id = f.event_id
-                           AND e.event_id BETWEEN $lo AND $hi""",
-                        {"sid": source_id, "lo": ids[0].as_py(), "hi": ids[-1].as_py()})
+            _update(con, source_id, "__tk_fix", ids[0].as_py(), ids[-1].as_py())
         finally:
             con.unregister("__tk_fix")
+        return
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE __tk_nord AS SELECT {_NEST_COLS} FROM events
+                    WHERE source_id = $sid AND depth IS NULL ORDER BY {_NEST_ORDER}""", {"sid": source_id})
+    con.execute("CREATE OR REPLACE TEMP TABLE __tk_nfix (event_id BIGINT, depth INTEGER, parent_id BIGINT)")
+    try:
+        # rowids of a table created in an open transaction start high (DuckDB's transaction-local
+        # storage), contiguous in the sorted order
+        base = con.execute("SELECT min(rowid) FROM __tk_nord").fetchall()[0][0]
+        carry = None  # the rows left on the stack by the piece before
+        for off in range(base, base + n, piece):
+            tbl = con.sql(f"SELECT {_NEST_COLS} FROM __tk_nord WHERE rowid >= $a AND rowid < $b ORDER BY rowid",
+                          params={"a": off, "b": off + piece}).to_arrow_table()
+            k = 0
+            if carry is not None and carry.num_rows:
+                k = carry.num_rows
+                tbl = pa.concat_tables([carry, tbl.cast(carry.schema)])
+            fix, stack = _nest_table(tbl, want_stack=True)
+            carry = tbl.take(stack)
+            con.from_arrow(fix.slice(k)).insert_into("__tk_nfix")
+            del tbl, fix
+        if con.execute("SELECT count(*) FROM __tk_nfix").fetchall()[0][0] != n:  # never: a bug
+            raise RuntimeError("nesting: not every event was nested")
+        con.execute("DROP TABLE __tk_nord")
+        lo, hi = con.execute("SELECT min(event_id), max(event_id) FROM __tk_nfix").fetchall()[0]
+        width = max(1, (hi - lo + 1) * piece // n)  # slices of about a piece of rows where ids are dense
+        for a in range(lo, hi + 1, width):
+            _update(con, source_id, "__tk_nfix", a, min(hi, a + width - 1))
+    finally:
+        con.execute("DROP TABLE IF EXISTS __tk_nord")
+        con.execute("DROP TABLE IF EXISTS __tk_nfix")
 
 
 def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:

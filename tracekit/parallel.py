@@ -33,7 +33,8 @@ import orjson
 
 from . import schema
 from .adapters.base import TraceError
-from .store import CONVERT_MEMORY_LIMIT, SourceSummary, Store, writing
+from . import budget
+from .store import SourceSummary, Store, writing
 
 
 def default_jobs() -> int:
@@ -132,8 +133,6 @@ def _worker_main() -> None:
 # the parent side
 # at most this many finished worker stores are merged by one INSERT per table (docs/scaling.md, "Knobs")
 MERGE_BATCH = 16
-# DuckDB's memory cap in the parent while merging (None: none; docs/scaling.md, "Knobs")
-MERGE_MEMORY_LIMIT = CONVERT_MEMORY_LIMIT
 
 
 def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) -> None:
@@ -150,8 +149,8 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
         for alias, (path, _) in zip(aliases, parts):
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
             attached.append(alias)
-        if MERGE_MEMORY_LIMIT:
-            con.execute(f"SET memory_limit = '{MERGE_MEMORY_LIMIT}'")
+        # DuckDB's memory in the parent while merging: the memory budget's share, as converting
+        con.execute(f"SET memory_limit = '{budget.plan().duckdb_limit_text}'")
         con.execute("BEGIN TRANSACTION")
         try:
             for t in schema.TABLES:
@@ -275,6 +274,7 @@ def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outco
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir()
     env = dict(os.environ, TRACEKIT_WORKER_THREADS=str(max(1, default_jobs() // jobs)))
+    env[budget.ENV] = str(budget.current())  # each worker within the same budget (per process)
     pkg_root = str(Path(__file__).resolve().parents[1])  # so that workers import this tracekit
     env["PYTHONPATH"] = os.pathsep.join(x for x in (pkg_root, os.environ.get("PYTHONPATH")) if x)
     results: dict[int, list | None] = {}  # per chunk; None: failed in the worker, converted here

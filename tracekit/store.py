@@ -25,7 +25,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from . import __version__, schema, views
+from . import __version__, budget, schema, views
 from .adapters import detect
 from .adapters.base import Accounting, Progress, TraceError
 from .nesting import _derive_nesting
@@ -33,12 +33,11 @@ from .nesting import _derive_nesting
 DEFAULT_DB = "tracekit.duckdb"
 # Tuning constants: each one's default, what it trades and the measurement that chose it are in
 # docs/scaling.md ("Knobs"); a comment here says what the value is, not why.
-# DuckDB memory cap while converting, per two insert threads (None: no cap); beyond it the open
-# transaction spills to disk.
-CONVERT_MEMORY_LIMIT = "128MB"
+# DuckDB's memory cap while converting (beyond it the open transaction spills to disk) is the
+# memory budget's share (tracekit/budget.py: 128 MB of the default 400 MB).
 # For adapters with long runs of one table (Adapter.PARALLEL_INSERT: nsys), each run is inserted
-# by one statement on up to INSERT_THREADS threads, without keeping the input order: queries order
-# explicitly (rowid order is no promise of the store).
+# by one statement on up to INSERT_THREADS threads (fewer where the budget says: budget.plan),
+# without keeping the input order: queries order explicitly (rowid order is no promise of the store).
 PARALLEL_INSERT = True
 INSERT_THREADS = 4
 # Arrow memory pool while converting without parallel inserts (None: leave pyarrow's default).
@@ -231,9 +230,10 @@ class Store:
         """Convert one input into a new source; raises TraceError for bad input (and, with
         ``strict``, when any input row would be skipped). A failed input adds nothing.
 
-        DuckDB's memory is capped at CONVERT_MEMORY_LIMIT meanwhile (what the transaction holds
-        goes to disk beyond it), so peak memory stays nearly flat in the trace size; should an
-        operation still run out of memory under the cap, the input is converted again without it.
+        DuckDB's memory is capped at the memory budget's share meanwhile (`budget.plan`; what the
+        transaction holds goes to disk beyond it), so peak memory stays flat in the trace size;
+        should an operation still run out of memory under the cap, the input is converted again
+        with twice the cap, and then without one.
 
         Where tracekit owns the process (OWN_PROCESS), Python's cyclic garbage collector is paused
         meanwhile (restored after): the readers allocate millions of short-lived, acyclic objects,
@@ -255,13 +255,14 @@ class Store:
             parallel = PARALLEL_INSERT and adapter.PARALLEL_INSERT
             if tune and CONVERT_ARROW_POOL and not parallel:
                 pa.set_memory_pool(_arrow_pool(CONVERT_ARROW_POOL, pool))
-            if CONVERT_MEMORY_LIMIT:
-                con.execute(f"SET memory_limit = '{_convert_memory_limit(threads if parallel else 1)}'")
+            cap = budget.plan().duckdb_limit // budget.MB
+            for limit in (f"{cap}MiB", f"{2 * cap}MiB"):
+                con.execute(f"SET memory_limit = '{limit}'")
                 try:
                     return self._convert(adapter, path, progress, rank, strict, parallel)
                 except duckdb.OutOfMemoryException:
-                    con.execute(f"SET memory_limit = '{prev}'")
-                    adapter = type(adapter)()  # a fresh reader for the second attempt
+                    adapter = type(adapter)()  # a fresh reader for the next attempt
+            con.execute(f"SET memory_limit = '{prev}'")
             return self._convert(adapter, path, progress, rank, strict, parallel)
         finally:
             if tune and gc_on:
@@ -692,16 +693,6 @@ def _arrow_pool(name: str, default: pa.MemoryPool) -> pa.MemoryPool:
         return default
 
 
-def _convert_memory_limit(threads: int) -> str:
-    """CONVERT_MEMORY_LIMIT per two insert threads (each thread fills its own row groups)."""
-    n = min(threads, INSERT_THREADS)
-    if n <= 2:
-        return CONVERT_MEMORY_LIMIT
-    v = CONVERT_MEMORY_LIMIT.upper()
-    mb = int(v[:-2]) * (1024 if v.endswith("GB") else 1)
-    return f"{mb * ((n + 1) // 2)}MB"
-
-
 def _insert_runs(con: duckdb.DuckDBPyConnection, items) -> None:
     """Insert (table, batch) items: each run of consecutive batches of one table (and schema)
     as one INSERT that DuckDB runs on up to INSERT_THREADS threads, without keeping insertion
@@ -712,7 +703,7 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, items) -> None:
     threads, order = con.execute(
         "SELECT current_setting('threads'), current_setting('preserve_insertion_order')").fetchone()
     con.execute("SET preserve_insertion_order = false")
-    con.execute(f"SET threads = {max(1, min(threads, INSERT_THREADS))}")
+    con.execute(f"SET threads = {max(1, min(threads, INSERT_THREADS, budget.plan().insert_threads))}")
     while pending is not None:
         name, first = pending
         pending = None

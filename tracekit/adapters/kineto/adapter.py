@@ -18,7 +18,7 @@ from .mapping import _int
 from .memory import split_memory
 from .rows import RowReader
 from .scanned import ScannedReader, _native
-from .stream import _Blocks, _read_bytes, setting
+from .stream import _Blocks, _read_bytes, block_bytes, setting
 
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = b"},\n"
@@ -109,7 +109,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         del head
         eof = not blk
         # the document must have event boundaries at line ends (as torch.profiler writes it)
-        while not eof and buf.find(_BOUNDARY) < 0 and len(buf) < 2 * setting("BLOCK_BYTES"):
+        while not eof and buf.find(_BOUNDARY) < 0 and len(buf) < 2 * block_bytes():
             blk = src.next()
             buf += blk
             eof = not blk

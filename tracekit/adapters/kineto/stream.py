@@ -13,6 +13,7 @@ import threading
 import zlib
 from pathlib import Path
 
+from ... import budget
 from ..base import TraceError
 
 try:  # ISA-L's inflate: 3-4x zlib's speed on these traces (0.06 vs 0.18-0.26 s for 179 MB)
@@ -27,6 +28,13 @@ def setting(name: str):
     """A setting of the package (``tracekit.adapters.kineto.SCAN``, ``BLOCK_BYTES``, ...), read
     where it is used, so that changing it there (as the tests do) takes effect."""
     return getattr(sys.modules[__package__], name)
+
+def block_bytes() -> int:
+    """Bytes per block: BLOCK_BYTES, or fewer under the memory budget (budget.plan: 4 MiB at the
+    default 400 MB; each MiB of block is ~5 MB of peak memory, blocks in flight and the Arrow
+    columns of a chunk)."""
+    return max(1, min(setting("BLOCK_BYTES"), budget.plan().kineto_block))
+
 
 #: A .gz input may inflate to at most this many times its size (beyond INFLATE_FLOOR bytes): real
 #: traces inflate 5-25x (the 179 MB capture: 9.6x); 2 MB of gzip holding 2 GiB of whitespace is a
@@ -44,7 +52,7 @@ class _Blocks:
         self.done = 0  # compressed bytes read so far
         self._q: queue.Queue = queue.Queue(maxsize=2)
         self._stop = threading.Event()
-        self._block = block or setting("BLOCK_BYTES")
+        self._block = block or block_bytes()
         self.notes: dict[str, int] = {}  # repairs of the byte stream (BOM, UTF-16, gzip tail)
         self._t = threading.Thread(target=self._work, name="tracekit-read", daemon=True)
         self._t.start()

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ... import budget
 from ..base import RAW_PREFIX, with_raw_args
 from .args import _args_arrow, _args_sql
 from .common import _is_int64, _q, _text
@@ -23,12 +24,24 @@ try:  # columnar SQLite reader (Apache Arrow ADBC): the big tables without Pytho
 except ImportError:  # pragma: no cover - a dependency; without it every table takes the sqlite3 path
     _adbc = None
 
+#: rows per chunk at most: the memory budget may make them fewer (`chunk_rows`)
 CHUNK_ROWS = 65_536
-#: threads of the columnar reader (KERNEL, RUNTIME); its ranges are CHUNK_ROWS rowids.  On the
-#: 16-core GPU host, 10 M kernels + 22 M API calls: reader alone 11.8 s with 4 threads, 10.6 s
-#: with 8; convert 17.5-19.8 s with 4 (3 runs), 14.0-18.7 s with 8 (6 runs), 13.4 s with 12 (the
-#: inserts share the cores).  On 2 cores it stays 1.
+#: threads of the columnar reader (KERNEL, RUNTIME) at most (the memory budget may make them
+#: fewer: `readers`); its ranges are `chunk_rows` rowids.  On the 16-core GPU host, 10 M kernels
+#: + 22 M API calls: reader alone 11.8 s with 4 threads, 10.6 s with 8; convert 17.5-19.8 s with
+#: 4 (3 runs), 14.0-18.7 s with 8 (6 runs), 13.4 s with 12 (the inserts share the cores).  On 2
+#: cores it stays 1.
 FAST_READERS = max(1, min(8, (os.cpu_count() or 1) - 1))
+
+
+def chunk_rows() -> int:
+    """Rows per chunk: CHUNK_ROWS, or fewer under the memory budget (a chunk of kernels with their
+    args is ~700 B a row, and several are in flight: 16,384 rows at the default 400 MB)."""
+    return max(1, min(CHUNK_ROWS, budget.plan().nsys_chunk_rows))
+
+
+def readers() -> int:
+    return max(1, min(FAST_READERS, budget.plan().nsys_readers))
 
 
 
@@ -100,7 +113,7 @@ class SqliteReader:
         """``_select`` through the columnar reader (ADBC): the same (rows, columns) chunks, with
         Arrow arrays as columns and ``args`` built without Python per row (``_args_arrow``).
 
-        The table is cut into rowid ranges of CHUNK_ROWS, read by up to FAST_READERS threads
+        The table is cut into rowid ranges of `chunk_rows()`, read by up to `readers()` threads
         (each with its own connection; the driver releases the GIL) a few ranges ahead, and handed
         out in rowid order.  Only tables whose rowids are contiguous are read this way: their
         ranges are then exactly the ``fetchmany`` chunks of the sqlite3 path (a plain scan is in
@@ -131,7 +144,8 @@ class SqliteReader:
         lo, hi, rest, keys = plan
         cols = [c for c in wanted if c in have] + rest
         sql = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE {rid} BETWEEN ? AND ?"
-        ranges = [(x, min(x + CHUNK_ROWS - 1, hi)) for x in range(lo, hi + 1, CHUNK_ROWS)]
+        step = chunk_rows()
+        ranges = [(x, min(x + step - 1, hi)) for x in range(lo, hi + 1, step)]
         for (a, b), rb in self._read_ranges(sql, ranges):
             n = 0 if rb is None else rb.num_rows
             if rb is None or not all(pa.types.is_integer(ty) or pa.types.is_null(ty) for ty in rb.schema.types):
@@ -146,8 +160,9 @@ class SqliteReader:
 
     def _read_ranges(self, sql: str, ranges: list[tuple[int, int]]):
         """Yield (range, RecordBatch or None when it could not be read) in order, reading up to
-        FAST_READERS ranges ahead in threads."""
+        `readers()` ranges ahead in threads."""
         local = threading.local()
+        n_readers, step = readers(), chunk_rows()
         opened: list = []
         lock = threading.Lock()
 
@@ -160,7 +175,7 @@ class SqliteReader:
                         opened.append(con)
                 cur = con.cursor()
                 try:
-                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(CHUNK_ROWS)})
+                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(step)})
                     cur.execute(sql, r)
                     t = cur.fetch_arrow_table()
                 finally:
@@ -172,13 +187,13 @@ class SqliteReader:
             except Exception:  # noqa: BLE001 - read again through sqlite3 (the same error or none)
                 return None
 
-        pool = ThreadPoolExecutor(max_workers=FAST_READERS, thread_name_prefix="tracekit-nsys")
+        pool = ThreadPoolExecutor(max_workers=n_readers, thread_name_prefix="tracekit-nsys")
         try:
             pending: deque = deque()
             todo = iter(ranges)
             for r in todo:
                 pending.append((r, pool.submit(read, r)))
-                if len(pending) > FAST_READERS:
+                if len(pending) > n_readers:
                     break
             while pending:
                 r, fut = pending.popleft()
@@ -201,9 +216,10 @@ class SqliteReader:
         the rows already delivered (same query on an immutable file: same order)."""
         cur = self.con.execute(sql)
         done = 0
+        step = chunk_rows()
         while True:
             try:
-                rows = cur.fetchmany(CHUNK_ROWS)
+                rows = cur.fetchmany(step)
             except (sqlite3.OperationalError, UnicodeDecodeError) as e:
                 if self.con.text_factory is _text and isinstance(e, UnicodeDecodeError):
                     raise sqlite3.DatabaseError(f"undecodable text ({e.reason})") from None
@@ -213,7 +229,7 @@ class SqliteReader:
                 cur = self.con.execute(sql)
                 left = done
                 while left:
-                    left -= len(cur.fetchmany(min(left, CHUNK_ROWS)))
+                    left -= len(cur.fetchmany(min(left, step)))
                 continue
             if not rows:
                 return
