@@ -14,6 +14,8 @@ The dataset is written afresh: an existing folder with tracekit tables in it is 
 is added twice.  An input given twice is refused before anything runs.  A failed input writes
 nothing and takes no partition (its id stays unused); its one-line error is returned.
 
+Each task converts under the driver's memory budget (``TRACEKIT_MEMORY_BUDGET`` /
+``--memory-budget``, docs/scaling.md), so an executor running K tasks at once needs K budgets.
 Executors must see the input paths and the dataset folder at the same paths (a shared file
 system on a cluster) and have tracekit installed; on ``local[*]`` both hold by construction.
 """
@@ -44,11 +46,13 @@ class TaskResult:
 
 def _convert_task(task: tuple) -> TaskResult:
     """Runs on an executor: one input into DATASET/<table>/source_id=<sid>/."""
-    sid, path, dataset, fmt, rank, strict = task
+    sid, path, dataset, fmt, rank, strict, memory_budget = task
+    from .. import budget
     from ..adapters.base import TraceError
     from ..parallel import error_line
     from ..store import Store, writing
 
+    os.environ[budget.ENV] = str(memory_budget)  # the driver's budget, on every executor
     tmp = Path(tempfile.mkdtemp(prefix=f".tracekit-task-{sid}-", dir=dataset))
     try:
         with writing(tmp / "part.duckdb", replace=True, persist=False) as st:
@@ -111,7 +115,10 @@ def convert_dataset(inputs, dataset, master: str | None = None, fmt: str | None 
         from .session import session
 
         spark = session(master)
-    tasks = [(i, str(p.resolve()), str(dataset), fmt, rank, strict) for i, p in enumerate(inputs, 1)]
+    from .. import budget
+
+    each = budget.current()  # per task, as per worker process of `convert --jobs`
+    tasks = [(i, str(p.resolve()), str(dataset), fmt, rank, strict, each) for i, p in enumerate(inputs, 1)]
     rdd = spark.sparkContext.parallelize(tasks, numSlices=max(1, len(tasks)))
     results = rdd.map(_convert_task).collect()
     return sorted(results, key=lambda r: r.source_id)
