@@ -27,6 +27,12 @@
 -- tk_op_concrete(category, args) -> VARCHAR[]
 --   the "Concrete Inputs" (argument values as text; '' for tensors); NULL for nsys.
 --
+-- tk_op_dims_json / tk_op_types_json / tk_op_concrete_json (same arguments) -> JSON
+--   the raw JSON text each of the three reads (the first step of each); tk_dims_of_json(j),
+--   tk_types_of_json(j), tk_concrete_of_json(j) -> the second step, so that a view can parse each
+--   distinct text once: tk_op_dims(c, n, a) = tk_dims_of_json(tk_op_dims_json(c, n, a)), likewise
+--   the others.
+--
 -- tk_numel(dims) -> BIGINT
 --   elements of a tensor of these sizes; 0 for [] (a scalar or non-tensor argument) and NULL.
 --
@@ -98,21 +104,34 @@
 CREATE OR REPLACE MACRO tk_op_name(category, name) AS
     CASE WHEN category = 'nvtx' THEN regexp_extract(name, '^([^,]+)', 1) ELSE name END;
 
-CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS
+CREATE OR REPLACE MACRO tk_op_dims_json(category, name, args) AS
+    CASE WHEN category = 'nvtx'
+         THEN TRY_CAST(nullif(regexp_extract(name, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '') AS JSON)
+         ELSE json_extract(args, '$."Input Dims"') END;
+
+CREATE OR REPLACE MACRO tk_dims_of_json(j) AS
     flatten(list_transform(
-        TRY_CAST(CASE WHEN category = 'nvtx'
-                      THEN TRY_CAST(nullif(regexp_extract(name, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '') AS JSON)
-                      ELSE json_extract(args, '$."Input Dims"') END AS JSON[]),
+        TRY_CAST(j AS JSON[]),
         lambda x: CASE WHEN json_type(x, '$[0]') = 'ARRAY' THEN TRY_CAST(x AS BIGINT[][])
                        ELSE [TRY_CAST(x AS BIGINT[])] END));
 
-CREATE OR REPLACE MACRO tk_op_types(category, args) AS
-    CASE WHEN category = 'cpu_op'
-              AND NOT coalesce(list_contains(TRY_CAST(json_extract(args, '$."Input type"') AS VARCHAR[]), 'TensorList'), false)
-         THEN TRY_CAST(json_extract(args, '$."Input type"') AS VARCHAR[]) END;
+CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS tk_dims_of_json(tk_op_dims_json(category, name, args));
 
-CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS
-    CASE WHEN category = 'cpu_op' THEN TRY_CAST(json_extract(args, '$."Concrete Inputs"') AS VARCHAR[]) END;
+CREATE OR REPLACE MACRO tk_op_types_json(category, args) AS
+    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Input type"') END;
+
+CREATE OR REPLACE MACRO tk_types_of_json(j) AS
+    CASE WHEN NOT coalesce(list_contains(TRY_CAST(j AS VARCHAR[]), 'TensorList'), false)
+         THEN TRY_CAST(j AS VARCHAR[]) END;
+
+CREATE OR REPLACE MACRO tk_op_types(category, args) AS tk_types_of_json(tk_op_types_json(category, args));
+
+CREATE OR REPLACE MACRO tk_op_concrete_json(category, args) AS
+    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Concrete Inputs"') END;
+
+CREATE OR REPLACE MACRO tk_concrete_of_json(j) AS TRY_CAST(j AS VARCHAR[]);
+
+CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS tk_concrete_of_json(tk_op_concrete_json(category, args));
 
 CREATE OR REPLACE MACRO tk_numel(dims) AS
     CASE WHEN dims IS NULL OR len(dims) = 0 THEN 0
