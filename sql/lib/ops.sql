@@ -27,11 +27,12 @@
 -- tk_op_concrete(category, args) -> VARCHAR[]
 --   the "Concrete Inputs" (argument values as text; '' for tensors); NULL for nsys.
 --
--- tk_op_dims_json / tk_op_types_json / tk_op_concrete_json (same arguments) -> JSON
---   the raw JSON text each of the three reads (the first step of each); tk_dims_of_json(j),
---   tk_types_of_json(j), tk_concrete_of_json(j) -> the second step, so that a view can parse each
---   distinct text once: tk_op_dims(c, n, a) = tk_dims_of_json(tk_op_dims_json(c, n, a)), likewise
---   the others.
+-- tk_op_dims_json(category, name, args), tk_op_types_json(category, args),
+-- tk_op_concrete_json(category, args) -> JSON
+--   the raw JSON text each of the three above reads (their first step); tk_dims_of_json(j),
+--   tk_types_of_json(j), tk_concrete_of_json(j) -> their second step, so that a view can parse
+--   each distinct text once: tk_op_dims(c, n, a) = tk_dims_of_json(tk_op_dims_json(c, n, a)),
+--   likewise the others.
 --
 -- tk_numel(dims) -> BIGINT
 --   elements of a tensor of these sizes; 0 for [] (a scalar or non-tensor argument) and NULL.
