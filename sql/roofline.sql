@@ -99,8 +99,8 @@ m AS (  -- the calls with a model
 ),
 rng AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, event_id AS range_id, start_ns, end_ns FROM m),
 kd AS (  -- the dtype each GPU operation's name spells, once per distinct name
-    SELECT name, tk_kernel_dtype(name) AS dtype, tk_dtype_bytes(tk_kernel_dtype(name)) AS dtype_bytes
-    FROM (SELECT DISTINCT name FROM gpu_launches)
+    SELECT name, dtype, tk_dtype_bytes(dtype) AS dtype_bytes
+    FROM (SELECT name, tk_kernel_dtype(name) AS dtype FROM (SELECT DISTINCT name FROM gpu_launches))
 ),
 l AS (SELECT row_number() OVER () AS point_id, * FROM gpu_launches),
 pts AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, point_id, api_start_ns AS ts FROM l),
@@ -162,15 +162,16 @@ model_in AS (  -- each distinct (call shapes, types, values, kernel dtypes) once
 ),
 model_dt AS (
     SELECT *, list_transform(types, lambda t: tk_dtype_bytes(nullif(t, ''))) AS eb,
-           coalesce(tk_dtype_class(list_filter(types, lambda t: tk_dtype_bytes(nullif(t, '')) IS NOT NULL)[1]),
-                    kernel_dtype, src_dtype) AS dtype
-    FROM model_in
+           coalesce(tk_dtype_class(first_type), kernel_dtype, src_dtype) AS dtype
+    FROM (SELECT *, list_filter(types, lambda t: tk_dtype_bytes(nullif(t, '')) IS NOT NULL)[1] AS first_type
+          FROM model_in)
 ),
+model_e AS (SELECT *, tk_dtype_bytes(dtype) AS e FROM model_dt),  -- the op's element size
 model AS (  -- their dtype, FLOPs (from shapes) and bytes
     SELECT *, tk_op_flops(op, dims, concrete) AS shape_flops,
-           tk_op_bytes(op, dims, eb, tk_dtype_bytes(dtype), concrete) AS bytes,
+           tk_op_bytes(op, dims, eb, e, concrete) AS bytes,
            tk_op_assumptions(op, types, concrete) AS assumptions
-    FROM model_dt
+    FROM model_e
 ),
 f AS (
     SELECT mw.*, md.dims, md.types, md.dtype, md.assumptions,

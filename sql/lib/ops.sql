@@ -94,14 +94,16 @@
 --   NULL when it names none (cuBLAS's nvjet_* names carry no dtype).
 --
 -- Private helpers of the formulas above (not for views):
---   _tk_prod(l) product of a size list (1 for []); _tk_batch_dims(a) the sizes before the last
---   two; _tk_bcast_at(x, n, i) size i of x right-aligned to n dims (1 where x has none);
+--   _tk_prod(l) product of a size list (1 for []); _tk_mm_nb(a, b) the batch dims of matmul(a, b)
+--   (the sizes before the last two, the longer of a's and b's); _tk_bcast_at(x, n, i) batch size i
+--   of x right-aligned to n batch dims (1 where x has none);
 --   _tk_mm_batch(a, b) the broadcast batch product of matmul(a, b); _tk_mm_m(a), _tk_mm_n(b) M and
 --   N; _tk_causal_arg(op) the 1-based position of is_causal in an attention op's arguments;
 --   _tk_is_causal(op, c) its value; _tk_attn_pairs(q, k, causal) the query-key pairs;
 --   _tk_conv_arg(op, c, what) stride ('s') / padding ('p') / dilation ('d') argument of a
 --   convolution; _tk_conv_out(x, w, s, p, dl) output spatial elements; _tk_out_numel(op, d, c)
---   output elements of a FLOP-class call; _tk_in_bytes(d, eb, e) bytes of all inputs.
+--   output elements of a FLOP-class call (_tk_conv_out_numel(op, d, c): of a convolution);
+--   _tk_in_bytes(d, eb, e) bytes of all inputs.
 CREATE OR REPLACE MACRO tk_op_name(category, name) AS
     CASE WHEN category = 'nvtx' THEN regexp_extract(name, '^([^,]+)', 1) ELSE name END;
 
@@ -171,12 +173,11 @@ CREATE OR REPLACE MACRO _tk_attn_pairs(q, k, causal) AS
 CREATE OR REPLACE MACRO _tk_prod(l) AS list_reduce(l, lambda a, b: a * b, 1::BIGINT);
 
 -- batch, M and N of matmul(a, b) with broadcasting (K = a[-1])
-CREATE OR REPLACE MACRO _tk_batch_dims(a) AS CASE WHEN len(a) > 2 THEN a[1:len(a) - 2] ELSE []::BIGINT[] END;
-CREATE OR REPLACE MACRO _tk_bcast_at(x, n, i) AS CASE WHEN len(x) - n + i >= 1 THEN x[len(x) - n + i] ELSE 1 END;
+CREATE OR REPLACE MACRO _tk_mm_nb(a, b) AS greatest(len(a) - 2, len(b) - 2, 0);
+CREATE OR REPLACE MACRO _tk_bcast_at(x, n, i) AS CASE WHEN len(x) - 2 - n + i >= 1 THEN x[len(x) - 2 - n + i] ELSE 1 END;
 CREATE OR REPLACE MACRO _tk_mm_batch(a, b) AS
-    _tk_prod(list_transform(range(1, greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))) + 1), lambda i:
-        greatest(_tk_bcast_at(_tk_batch_dims(a), greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))), i),
-                 _tk_bcast_at(_tk_batch_dims(b), greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))), i))));
+    _tk_prod(list_transform(range(1, _tk_mm_nb(a, b) + 1), lambda i:
+        greatest(_tk_bcast_at(a, _tk_mm_nb(a, b), i), _tk_bcast_at(b, _tk_mm_nb(a, b), i))));
 CREATE OR REPLACE MACRO _tk_mm_m(a) AS CASE WHEN len(a) >= 2 THEN a[-2] ELSE 1 END;
 CREATE OR REPLACE MACRO _tk_mm_n(b) AS CASE WHEN len(b) >= 2 THEN b[-1] ELSE 1 END;
 
@@ -195,6 +196,11 @@ CREATE OR REPLACE MACRO _tk_conv_arg(op, c, what) AS
 
 CREATE OR REPLACE MACRO _tk_is_causal(op, c) AS coalesce(c[_tk_causal_arg(op)] = 'True', false);
 
+-- output elements of a convolution call
+CREATE OR REPLACE MACRO _tk_conv_out_numel(op, d, c) AS
+    (d[1][1] * d[2][1] * _tk_conv_out(d[1], d[2], _tk_conv_arg(op, c, 's'), _tk_conv_arg(op, c, 'p'),
+                                      _tk_conv_arg(op, c, 'd')))::DOUBLE;
+
 -- output elements of a FLOP-class op (NULL for others)
 CREATE OR REPLACE MACRO _tk_out_numel(op, d, c) AS
     CASE
@@ -211,9 +217,7 @@ CREATE OR REPLACE MACRO _tk_out_numel(op, d, c) AS
       WHEN tk_op_class(op) = 'attention' AND op LIKE '%_backward' THEN
            (tk_numel(d[2]) + tk_numel(d[3]) + tk_numel(d[4]))::DOUBLE
       WHEN tk_op_class(op) = 'attention' THEN (tk_numel(d[1]) // d[1][-1] * d[3][-1])::DOUBLE
-      WHEN tk_op_class(op) = 'conv' THEN
-           (d[1][1] * d[2][1] * _tk_conv_out(d[1], d[2], _tk_conv_arg(op, c, 's'), _tk_conv_arg(op, c, 'p'),
-                                            _tk_conv_arg(op, c, 'd')))::DOUBLE
+      WHEN tk_op_class(op) = 'conv' THEN _tk_conv_out_numel(op, d, c)
     END;
 
 CREATE OR REPLACE MACRO tk_op_flops(op, d, c) AS
@@ -235,7 +239,7 @@ CREATE OR REPLACE MACRO tk_op_flops(op, d, c) AS
            2.0 * _tk_attn_pairs(d[2], d[3], _tk_is_causal(op, c)) * (3 * d[2][-1] + 2 * d[4][-1])
       WHEN tk_op_class(op) = 'attention' THEN
            2.0 * _tk_attn_pairs(d[1], d[2], _tk_is_causal(op, c)) * (d[1][-1] + d[3][-1])
-      WHEN tk_op_class(op) = 'conv' THEN 2.0 * _tk_out_numel(op, d, c) // d[2][1] * tk_numel(d[2])
+      WHEN tk_op_class(op) = 'conv' THEN 2.0 * _tk_conv_out_numel(op, d, c) // d[2][1] * tk_numel(d[2])
       ELSE 0.0
     END;
 
