@@ -16,17 +16,45 @@ import sys
 import time
 
 
+def _timed(mod, name: str, acc: dict, key: str) -> None:
+    """Wrap mod.name so that the wall time of its calls (on any thread) adds up in acc[key]."""
+    f = getattr(mod, name)
+
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            acc[key] = acc.get(key, 0.0) + time.perf_counter() - t
+
+    setattr(mod, name, wrapper)
+
+
 def _tracekit(path: str, db: str, queries: list[str]) -> dict:
+    """convert, then each query; the phases (wall seconds): import_s (tracekit, DuckDB, Arrow),
+    convert_s (the whole conversion, store moved into place), of which scan_insert_s (reading the
+    input and inserting its rows: the adapter runs on a thread beside the inserts, so the two
+    overlap), insert_s (inside those: the inserting calls), nesting_s (depth / parent_id),
+    persist_s (writing the views and macros into the store) and finish_s (checkpoint, move)."""
     t0 = time.perf_counter()
-    from tracekit import store
+    from tracekit import store, views
     from tracekit.store import Store, writing
 
     store.OWN_PROCESS = True  # a benchmark job owns its process, as the `tracekit` command does
-
-    out = {}
+    out = {"import_s": time.perf_counter() - t0}
+    acc: dict = {}
+    _timed(store, "_insert", acc, "insert_s")
+    _timed(store, "_derive_nesting", acc, "nesting_s")
+    _timed(views, "persist", acc, "persist_s")
+    t1 = time.perf_counter()
     with writing(db, replace=True) as st:
         s = st.convert(path)
-    out["convert_s"] = time.perf_counter() - t0
+        t2 = time.perf_counter()
+    t3 = time.perf_counter()
+    out["convert_s"] = t3 - t0
+    out["scan_insert_s"] = t2 - t1
+    out.update({k: acc.get(k, 0.0) for k in ("insert_s", "nesting_s", "persist_s")})
+    out["finish_s"] = t3 - t2 - out["persist_s"]
     out["rows"] = sum(s.converted.values())
     out["skipped"] = sum(s.skipped.values())
     with Store(db, read_only=True) as st:
@@ -48,22 +76,26 @@ def _sql(db: str, query: str) -> dict:
 
 
 def _views(db: str, repeat: int) -> dict:
+    """Every view, `repeat` warm runs after a first one: medians of wall and of CPU time (this
+    process, all threads; a loaded machine stretches wall time more than CPU time)."""
     from tracekit import views
     from tracekit.store import Store
 
     out = {}
     with Store(db, read_only=True) as st:
         for v in views.all_views():
-            times = []
+            times, cpus = [], []
             for _ in range(repeat + 1):  # the first run warms the caches
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 try:
                     n = st.sql(f"SELECT * FROM {v.name}").to_arrow_table().num_rows
                 except Exception as e:  # a view that needs data this store lacks
                     n = f"error: {str(e).splitlines()[0][:80]}"
                 times.append(time.perf_counter() - t)
-            warm = sorted(times[1:])
-            out[v.name] = {"first_s": times[0], "warm_median_s": warm[len(warm) // 2], "rows": n}
+                cpus.append(time.process_time() - c)
+            warm, warm_cpu = sorted(times[1:]), sorted(cpus[1:])
+            out[v.name] = {"first_s": times[0], "warm_median_s": warm[len(warm) // 2],
+                           "warm_cpu_median_s": warm_cpu[len(warm_cpu) // 2], "rows": n}
     return out
 
 

@@ -10,7 +10,8 @@
 --   flops_per_s = flops / gpu_ns, bytes_per_s = bytes / gpu_ns (the GPU's busy time, so gaps
 --     between kernels do not count: that is `phase_idle`'s question);
 --   pct_peak_flops / pct_peak_bytes against the peaks of the calls (the compute peak of the dtype
---     with the most FLOPs; variables peak_tflops / peak_tbps override);
+--     of the FLOP-class call with the most FLOPs, of equally many the earliest; variables
+--     peak_tflops / peak_tbps override);
 --   mfu_pct = 100 * flops / (sum over instances of the instance's GPU span: first op start to
 --     last op end) / peak FLOP/s: model-FLOPs utilisation over the wall time the GPU worked on it;
 --   roof = 'compute' when flops / bytes >= the ridge (peak FLOP/s / peak bytes/s), else 'memory';
@@ -89,8 +90,8 @@ t AS (  -- tokens per phase
 per_phase AS (
     SELECT source_id, phase, count(*) AS calls, sum(flops) AS flops, sum(bytes) AS bytes,
            sum(gpu_ns)::BIGINT AS modelled_gpu_ns,
-           arg_max(peak_flops_per_s, flops) FILTER (model <> 'bytes') AS peak_flops_mm,
-           arg_max(dtype, flops) FILTER (model <> 'bytes') AS dtype_mm,
+           arg_max(peak_flops_per_s, (flops, -start_ns, -event_id)) FILTER (model <> 'bytes') AS peak_flops_mm,
+           arg_max(dtype, (flops, -start_ns, -event_id)) FILTER (model <> 'bytes') AS dtype_mm,
            max(peak_flops_per_s) FILTER (model = 'bytes') AS peak_flops_other,
            max(peak_bytes_per_s) AS peak_bytes_per_s
     FROM c GROUP BY ALL

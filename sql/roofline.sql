@@ -36,6 +36,9 @@
 --   ncu_*          = where `ncu_timeline_match` paired an ncu result with the call's main kernel
 --     (its longest): `kernel_bounds`' measured roofline class, DRAM and SM throughput.
 -- Parameters: latency_pct (default 40), peak_tflops, peak_tbps.
+-- Method (no effect on the result): the shapes, types and argument values are parsed and the
+--   FLOPs and bytes modelled once per distinct (operator, shapes text, types text, values text,
+--   kernel dtypes), not once per call (a decode step repeats the same few hundred).
 --
 -- Uses: gpu_launches, ncu_timeline_match, kernel_bounds
 --
@@ -74,24 +77,31 @@
 --   ncu_dram_pct       DOUBLE   ncu DRAM throughput, % of peak
 --   ncu_sm_pct         DOUBLE   ncu compute (SM) throughput, % of peak
 CREATE OR REPLACE VIEW roofline AS
-WITH op AS (  -- op ranges with their shapes, as each format records them (lib/ops)
-    SELECT source_id, event_id, pid, tid, start_ns, end_ns, category, args,
-           tk_op_name(category, name) AS op,
-           tk_op_dims(category, name, args) AS dims,
-           tk_op_types(category, args) AS types,
-           tk_op_concrete(category, args) AS concrete
+WITH op AS (  -- op ranges with the raw text of their shapes, as each format records them (lib/ops)
+    SELECT source_id, event_id, pid, tid, start_ns, end_ns, category,
+           tk_op_name(category, name) AS op, tk_op_dims_json(category, name, args) AS dims_json
     FROM events
     WHERE tk_is_op_range(category, name) AND pid IS NOT NULL AND end_ns > start_ns
 ),
+shape AS (  -- each distinct (operator, shapes text) once: its sizes, class and whether it has a model
+    SELECT op, dims_json, dims, cls,
+           dims IS NOT NULL
+           AND (cls IS NOT NULL
+                OR (op LIKE 'aten::%' AND list_sum(list_transform(dims, lambda x: tk_numel(x))) > 0)) AS modelled
+    FROM (SELECT op, dims_json, tk_dims_of_json(dims_json) AS dims, tk_op_class(op) AS cls
+          FROM (SELECT DISTINCT op, dims_json FROM op WHERE dims_json IS NOT NULL))
+),
 m AS (  -- the calls with a model
-    SELECT op.*, tk_op_class(op) AS cls,
-           list_transform(types, lambda t: tk_dtype_bytes(nullif(t, ''))) AS eb
-    FROM op
-    WHERE dims IS NOT NULL
-      AND (tk_op_class(op) IS NOT NULL
-           OR (op LIKE 'aten::%' AND list_sum(list_transform(dims, lambda x: tk_numel(x))) > 0))
+    SELECT op.source_id, op.event_id, op.pid, op.tid, op.start_ns, op.end_ns, op.category, op.op,
+           op.dims_json, shape.cls
+    FROM op JOIN shape ON shape.op = op.op AND shape.dims_json = op.dims_json
+    WHERE shape.modelled
 ),
 rng AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, event_id AS range_id, start_ns, end_ns FROM m),
+kd AS (  -- the dtype each GPU operation's name spells, once per distinct name
+    SELECT name, dtype, tk_dtype_bytes(dtype) AS dtype_bytes
+    FROM (SELECT name, tk_kernel_dtype(name) AS dtype FROM (SELECT DISTINCT name FROM gpu_launches))
+),
 l AS (SELECT row_number() OVER () AS point_id, * FROM gpu_launches),
 pts AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, point_id, api_start_ns AS ts FROM l),
 pick AS (  -- each launch's call: outermost FLOP-class call, else innermost modelled call
@@ -111,17 +121,16 @@ work AS (  -- the GPU work of each call
            min(l.start_ns) AS gpu_start_ns, max(l.end_ns) AS gpu_end_ns,
            -- the longest kernel (the earliest of equally long ones); the dtype most kernels name
            -- (of equally many, the narrowest: fp8, then bf16 / fp16, fp32, fp64)
-           arg_max(l.name, (l.dur_ns, -l.start_ns)) AS kernel,
-           arg_max(l.device_id, (l.dur_ns, -l.start_ns)) AS device_id,
-           arg_max(l.start_ns, (l.dur_ns, -l.start_ns)) AS kernel_start_ns,
-           mode(tk_kernel_dtype(l.name) ORDER BY tk_dtype_bytes(tk_kernel_dtype(l.name)), tk_kernel_dtype(l.name))
-               FILTER (l.kind = 'kernel') AS kernel_dtype
+           arg_max({'name': l.name, 'device_id': l.device_id, 'start_ns': l.start_ns},
+                   (l.dur_ns, -l.start_ns)) AS main,
+           mode(kd.dtype ORDER BY kd.dtype_bytes, kd.dtype) FILTER (l.kind = 'kernel') AS kernel_dtype
     FROM pick p JOIN l USING (point_id)
+    LEFT JOIN kd ON kd.name = l.name
     GROUP BY ALL
 ),
 src_dtype AS (  -- the source's most common kernel dtype (element size where the trace has none)
-    SELECT source_id, mode(tk_kernel_dtype(name) ORDER BY tk_dtype_bytes(tk_kernel_dtype(name)), tk_kernel_dtype(name)) AS dtype
-    FROM kernels GROUP BY ALL
+    SELECT k.source_id, mode(kd.dtype ORDER BY kd.dtype_bytes, kd.dtype) AS dtype
+    FROM kernels k LEFT JOIN kd ON kd.name = k.name GROUP BY ALL
 ),
 peaks AS (  -- each GPU's peaks: the first pattern of tk_device_peaks() its name matches
     SELECT d.source_id, d.device_id, p.device,
@@ -132,23 +141,52 @@ peaks AS (  -- each GPU's peaks: the first pattern of tk_device_peaks() its name
     LEFT JOIN tk_device_peaks() p ON regexp_matches(d.name, p.pattern, 'i')
     QUALIFY row_number() OVER (PARTITION BY d.source_id, d.device_id ORDER BY p.priority NULLS LAST) = 1
 ),
-c AS (  -- calls with work: dtype, FLOPs, bytes
-    SELECT m.*, w.gpu_ops, w.gpu_ns, w.gpu_start_ns, w.gpu_end_ns, w.kernel, w.device_id, w.kernel_start_ns,
-           coalesce(tk_dtype_class(list_filter(m.types, lambda t: tk_dtype_bytes(nullif(t, '')) IS NOT NULL)[1]),
-                    w.kernel_dtype, s.dtype) AS dtype,
-           TRY_CAST(json_extract_string(m.args, '$.flops') AS DOUBLE) AS torch_flops
+mw AS (  -- the calls with work, with the raw text of their types and argument values
+    SELECT m.source_id, m.event_id, m.pid, m.tid, m.start_ns, m.end_ns, m.cls, m.op, m.dims_json,
+           tk_op_types_json(m.category, e.args) AS types_json,
+           tk_op_concrete_json(m.category, e.args) AS concrete_json,
+           TRY_CAST(json_extract_string(e.args, '$.flops') AS DOUBLE) AS torch_flops,
+           w.gpu_ops, w.gpu_ns, w.gpu_start_ns, w.gpu_end_ns, w.main.name AS kernel,
+           w.main.device_id AS device_id, w.main.start_ns AS kernel_start_ns,
+           w.kernel_dtype, s.dtype AS src_dtype
     FROM m JOIN work w USING (source_id, event_id)
-    LEFT JOIN src_dtype s USING (source_id)
+    JOIN events e ON e.source_id = m.source_id AND e.event_id = m.event_id
+    LEFT JOIN src_dtype s ON s.source_id = m.source_id
+),
+model_in AS (  -- each distinct (call shapes, types, values, kernel dtypes) once
+    SELECT op, cls, dims_json, types_json, concrete_json, kernel_dtype, src_dtype, dims,
+           tk_types_of_json(types_json) AS types, tk_concrete_of_json(concrete_json) AS concrete
+    FROM (SELECT DISTINCT mw.op, mw.cls, mw.dims_json, mw.types_json, mw.concrete_json, mw.kernel_dtype,
+                          mw.src_dtype, shape.dims
+          FROM mw JOIN shape ON shape.op = mw.op AND shape.dims_json = mw.dims_json)
+),
+model_dt AS (
+    SELECT *, list_transform(types, lambda t: tk_dtype_bytes(nullif(t, ''))) AS eb,
+           coalesce(tk_dtype_class(first_type), kernel_dtype, src_dtype) AS dtype
+    FROM (SELECT *, list_filter(types, lambda t: tk_dtype_bytes(nullif(t, '')) IS NOT NULL)[1] AS first_type
+          FROM model_in)
+),
+model_e AS (SELECT *, tk_dtype_bytes(dtype) AS e FROM model_dt),  -- the op's element size
+model AS (  -- their dtype, FLOPs (from shapes) and bytes
+    SELECT *, tk_op_flops(op, dims, concrete) AS shape_flops,
+           tk_op_bytes(op, dims, eb, e, concrete) AS bytes,
+           tk_op_assumptions(op, types, concrete) AS assumptions
+    FROM model_e
 ),
 f AS (
-    SELECT c.*,
-           coalesce(c.torch_flops, tk_op_flops(c.op, c.dims, c.concrete)) AS flops,
-           tk_op_bytes(c.op, c.dims, c.eb, tk_dtype_bytes(c.dtype), c.concrete) AS bytes,
+    SELECT mw.*, md.dims, md.types, md.dtype, md.assumptions,
+           coalesce(mw.torch_flops, md.shape_flops) AS flops, md.bytes,
            coalesce(getvariable('peak_tflops') * 1e12,
-                    tk_peak_flops(pk.pk, CASE WHEN c.cls IS NOT NULL THEN c.dtype ELSE 'fp32' END)) AS peak_flops_per_s,
+                    tk_peak_flops(pk.pk, CASE WHEN mw.cls IS NOT NULL THEN md.dtype ELSE 'fp32' END)) AS peak_flops_per_s,
            coalesce(getvariable('peak_tbps') * 1e12, pk.bytes_per_s) AS peak_bytes_per_s,
            pk.device
-    FROM c LEFT JOIN peaks pk ON pk.source_id = c.source_id AND pk.device_id = c.device_id
+    FROM mw
+    JOIN model md ON md.op = mw.op AND md.dims_json = mw.dims_json
+                 AND md.types_json IS NOT DISTINCT FROM mw.types_json
+                 AND md.concrete_json IS NOT DISTINCT FROM mw.concrete_json
+                 AND md.kernel_dtype IS NOT DISTINCT FROM mw.kernel_dtype
+                 AND md.src_dtype IS NOT DISTINCT FROM mw.src_dtype
+    LEFT JOIN peaks pk ON pk.source_id = mw.source_id AND pk.device_id = mw.device_id
 ),
 r AS (
     SELECT f.*,
@@ -166,7 +204,7 @@ ncu AS (  -- ncu's measured class of a timeline kernel, where paired
     WHERE t.match_quality <> 'unmatched'
 )
 SELECT r.source_id, r.event_id, r.op, CAST(r.dims AS VARCHAR) AS shapes, r.dtype,
-       coalesce(r.cls, 'bytes') AS model, tk_op_assumptions(r.op, r.types, r.concrete) AS assumptions,
+       coalesce(r.cls, 'bytes') AS model, r.assumptions,
        CASE WHEN r.torch_flops IS NOT NULL THEN 'torch' ELSE 'shapes' END AS flops_from,
        r.pid, r.tid, r.start_ns, r.end_ns, r.device_id, r.kernel, r.gpu_ops, r.gpu_ns,
        r.gpu_start_ns, r.gpu_end_ns, r.flops, r.bytes, r.intensity, r.flops_per_s, r.bytes_per_s,

@@ -27,6 +27,13 @@
 -- tk_op_concrete(category, args) -> VARCHAR[]
 --   the "Concrete Inputs" (argument values as text; '' for tensors); NULL for nsys.
 --
+-- tk_op_dims_json(category, name, args), tk_op_types_json(category, args),
+-- tk_op_concrete_json(category, args) -> JSON
+--   the raw JSON text each of the three above reads (their first step); tk_dims_of_json(j),
+--   tk_types_of_json(j), tk_concrete_of_json(j) -> their second step, so that a view can parse
+--   each distinct text once: tk_op_dims(c, n, a) = tk_dims_of_json(tk_op_dims_json(c, n, a)),
+--   likewise the others.
+--
 -- tk_numel(dims) -> BIGINT
 --   elements of a tensor of these sizes; 0 for [] (a scalar or non-tensor argument) and NULL.
 --
@@ -87,32 +94,47 @@
 --   NULL when it names none (cuBLAS's nvjet_* names carry no dtype).
 --
 -- Private helpers of the formulas above (not for views):
---   _tk_prod(l) product of a size list (1 for []); _tk_batch_dims(a) the sizes before the last
---   two; _tk_bcast_at(x, n, i) size i of x right-aligned to n dims (1 where x has none);
+--   _tk_prod(l) product of a size list (1 for []); _tk_mm_nb(a, b) the batch dims of matmul(a, b)
+--   (the sizes before the last two, the longer of a's and b's); _tk_bcast_at(x, n, i) batch size i
+--   of x right-aligned to n batch dims (1 where x has none);
 --   _tk_mm_batch(a, b) the broadcast batch product of matmul(a, b); _tk_mm_m(a), _tk_mm_n(b) M and
 --   N; _tk_causal_arg(op) the 1-based position of is_causal in an attention op's arguments;
 --   _tk_is_causal(op, c) its value; _tk_attn_pairs(q, k, causal) the query-key pairs;
 --   _tk_conv_arg(op, c, what) stride ('s') / padding ('p') / dilation ('d') argument of a
 --   convolution; _tk_conv_out(x, w, s, p, dl) output spatial elements; _tk_out_numel(op, d, c)
---   output elements of a FLOP-class call; _tk_in_bytes(d, eb, e) bytes of all inputs.
+--   output elements of a FLOP-class call (_tk_conv_out_numel(op, d, c): of a convolution);
+--   _tk_in_bytes(d, eb, e) bytes of all inputs.
 CREATE OR REPLACE MACRO tk_op_name(category, name) AS
     CASE WHEN category = 'nvtx' THEN regexp_extract(name, '^([^,]+)', 1) ELSE name END;
 
-CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS
+CREATE OR REPLACE MACRO tk_op_dims_json(category, name, args) AS
+    CASE WHEN category = 'nvtx'
+         THEN TRY_CAST(nullif(regexp_extract(name, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '') AS JSON)
+         ELSE json_extract(args, '$."Input Dims"') END;
+
+CREATE OR REPLACE MACRO tk_dims_of_json(j) AS
     flatten(list_transform(
-        TRY_CAST(CASE WHEN category = 'nvtx'
-                      THEN TRY_CAST(nullif(regexp_extract(name, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '') AS JSON)
-                      ELSE json_extract(args, '$."Input Dims"') END AS JSON[]),
+        TRY_CAST(j AS JSON[]),
         lambda x: CASE WHEN json_type(x, '$[0]') = 'ARRAY' THEN TRY_CAST(x AS BIGINT[][])
                        ELSE [TRY_CAST(x AS BIGINT[])] END));
 
-CREATE OR REPLACE MACRO tk_op_types(category, args) AS
-    CASE WHEN category = 'cpu_op'
-              AND NOT coalesce(list_contains(TRY_CAST(json_extract(args, '$."Input type"') AS VARCHAR[]), 'TensorList'), false)
-         THEN TRY_CAST(json_extract(args, '$."Input type"') AS VARCHAR[]) END;
+CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS tk_dims_of_json(tk_op_dims_json(category, name, args));
 
-CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS
-    CASE WHEN category = 'cpu_op' THEN TRY_CAST(json_extract(args, '$."Concrete Inputs"') AS VARCHAR[]) END;
+CREATE OR REPLACE MACRO tk_op_types_json(category, args) AS
+    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Input type"') END;
+
+CREATE OR REPLACE MACRO tk_types_of_json(j) AS
+    CASE WHEN NOT coalesce(list_contains(TRY_CAST(j AS VARCHAR[]), 'TensorList'), false)
+         THEN TRY_CAST(j AS VARCHAR[]) END;
+
+CREATE OR REPLACE MACRO tk_op_types(category, args) AS tk_types_of_json(tk_op_types_json(category, args));
+
+CREATE OR REPLACE MACRO tk_op_concrete_json(category, args) AS
+    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Concrete Inputs"') END;
+
+CREATE OR REPLACE MACRO tk_concrete_of_json(j) AS TRY_CAST(j AS VARCHAR[]);
+
+CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS tk_concrete_of_json(tk_op_concrete_json(category, args));
 
 CREATE OR REPLACE MACRO tk_numel(dims) AS
     CASE WHEN dims IS NULL OR len(dims) = 0 THEN 0
@@ -151,12 +173,11 @@ CREATE OR REPLACE MACRO _tk_attn_pairs(q, k, causal) AS
 CREATE OR REPLACE MACRO _tk_prod(l) AS list_reduce(l, lambda a, b: a * b, 1::BIGINT);
 
 -- batch, M and N of matmul(a, b) with broadcasting (K = a[-1])
-CREATE OR REPLACE MACRO _tk_batch_dims(a) AS CASE WHEN len(a) > 2 THEN a[1:len(a) - 2] ELSE []::BIGINT[] END;
-CREATE OR REPLACE MACRO _tk_bcast_at(x, n, i) AS CASE WHEN len(x) - n + i >= 1 THEN x[len(x) - n + i] ELSE 1 END;
+CREATE OR REPLACE MACRO _tk_mm_nb(a, b) AS greatest(len(a) - 2, len(b) - 2, 0);
+CREATE OR REPLACE MACRO _tk_bcast_at(x, n, i) AS CASE WHEN len(x) - 2 - n + i >= 1 THEN x[len(x) - 2 - n + i] ELSE 1 END;
 CREATE OR REPLACE MACRO _tk_mm_batch(a, b) AS
-    _tk_prod(list_transform(range(1, greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))) + 1), lambda i:
-        greatest(_tk_bcast_at(_tk_batch_dims(a), greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))), i),
-                 _tk_bcast_at(_tk_batch_dims(b), greatest(len(_tk_batch_dims(a)), len(_tk_batch_dims(b))), i))));
+    _tk_prod(list_transform(range(1, _tk_mm_nb(a, b) + 1), lambda i:
+        greatest(_tk_bcast_at(a, _tk_mm_nb(a, b), i), _tk_bcast_at(b, _tk_mm_nb(a, b), i))));
 CREATE OR REPLACE MACRO _tk_mm_m(a) AS CASE WHEN len(a) >= 2 THEN a[-2] ELSE 1 END;
 CREATE OR REPLACE MACRO _tk_mm_n(b) AS CASE WHEN len(b) >= 2 THEN b[-1] ELSE 1 END;
 
@@ -175,6 +196,11 @@ CREATE OR REPLACE MACRO _tk_conv_arg(op, c, what) AS
 
 CREATE OR REPLACE MACRO _tk_is_causal(op, c) AS coalesce(c[_tk_causal_arg(op)] = 'True', false);
 
+-- output elements of a convolution call
+CREATE OR REPLACE MACRO _tk_conv_out_numel(op, d, c) AS
+    (d[1][1] * d[2][1] * _tk_conv_out(d[1], d[2], _tk_conv_arg(op, c, 's'), _tk_conv_arg(op, c, 'p'),
+                                      _tk_conv_arg(op, c, 'd')))::DOUBLE;
+
 -- output elements of a FLOP-class op (NULL for others)
 CREATE OR REPLACE MACRO _tk_out_numel(op, d, c) AS
     CASE
@@ -191,9 +217,7 @@ CREATE OR REPLACE MACRO _tk_out_numel(op, d, c) AS
       WHEN tk_op_class(op) = 'attention' AND op LIKE '%_backward' THEN
            (tk_numel(d[2]) + tk_numel(d[3]) + tk_numel(d[4]))::DOUBLE
       WHEN tk_op_class(op) = 'attention' THEN (tk_numel(d[1]) // d[1][-1] * d[3][-1])::DOUBLE
-      WHEN tk_op_class(op) = 'conv' THEN
-           (d[1][1] * d[2][1] * _tk_conv_out(d[1], d[2], _tk_conv_arg(op, c, 's'), _tk_conv_arg(op, c, 'p'),
-                                            _tk_conv_arg(op, c, 'd')))::DOUBLE
+      WHEN tk_op_class(op) = 'conv' THEN _tk_conv_out_numel(op, d, c)
     END;
 
 CREATE OR REPLACE MACRO tk_op_flops(op, d, c) AS
@@ -215,7 +239,7 @@ CREATE OR REPLACE MACRO tk_op_flops(op, d, c) AS
            2.0 * _tk_attn_pairs(d[2], d[3], _tk_is_causal(op, c)) * (3 * d[2][-1] + 2 * d[4][-1])
       WHEN tk_op_class(op) = 'attention' THEN
            2.0 * _tk_attn_pairs(d[1], d[2], _tk_is_causal(op, c)) * (d[1][-1] + d[3][-1])
-      WHEN tk_op_class(op) = 'conv' THEN 2.0 * _tk_out_numel(op, d, c) // d[2][1] * tk_numel(d[2])
+      WHEN tk_op_class(op) = 'conv' THEN 2.0 * _tk_conv_out_numel(op, d, c) // d[2][1] * tk_numel(d[2])
       ELSE 0.0
     END;
 
