@@ -20,6 +20,10 @@
 -- rank: the rank whose GPU this is (`ranks`), NULL when unknown. Types without operations on the
 -- device have a row of zeros.
 -- Ordered by source_id, device_id, union_ns DESC, kernel_type.
+-- Method (no effect on the result): one time-ordered pass over the edges of the per-type unions
+-- gives the set of types running in each segment: exclusive_ns from the segments where one type
+-- runs, busy_ns from those where any does (the union of all ops is the union of the per-type
+-- unions); span_ns from the per-type unions' first start and last end.
 --
 -- Uses: gpu_activity, ranks
 --
@@ -54,36 +58,35 @@ u AS (  -- disjoint union intervals per type (sql/lib/intervals.sql)
            start_ns, end_ns
     FROM tk_merge_intervals('by_type')
 ),
-by_device AS (
-    SELECT {'source_id': source_id, 'device_id': device_id} AS key, start_ns, end_ns FROM ops
-),
-busy AS (
-    SELECT key.source_id AS source_id, key.device_id AS device_id,
-           sum(end_ns - start_ns)::BIGINT AS busy_ns, max(end_ns) - min(start_ns) AS span_ns
-    FROM tk_merge_intervals('by_device')
-    GROUP BY ALL
-),
 types AS (
     SELECT * FROM (VALUES ('compute', 1), ('communication', 2), ('memory', 4), ('other', 8)) t(kernel_type, bit)
 ),
 steps AS (  -- each type's union edges as +bit / -bit; the running sum is the set of types running
-    SELECT u.source_id, u.device_id, e.ts, sum(e.delta) AS delta
+    SELECT u.source_id, u.device_id, u.start_ns AS ts, t.bit AS delta
     FROM u JOIN types t USING (kernel_type)
-    CROSS JOIN LATERAL (VALUES (u.start_ns, t.bit), (u.end_ns, -t.bit)) e(ts, delta)
-    GROUP BY ALL
+    UNION ALL
+    SELECT u.source_id, u.device_id, u.end_ns, -t.bit
+    FROM u JOIN types t USING (kernel_type)
 ),
-segs AS (
+segs AS (  -- the mask sums all edges up to ts (its peers too), so of edges at one ts, the one whose
+           -- len reaches the next ts has the mask after all of them (the others have len 0)
     SELECT source_id, device_id,
-           sum(delta) OVER w AS mask,
+           sum(delta) OVER (PARTITION BY source_id, device_id ORDER BY ts) AS mask,
            lead(ts) OVER (PARTITION BY source_id, device_id ORDER BY ts) - ts AS len
     FROM steps
-    WINDOW w AS (PARTITION BY source_id, device_id ORDER BY ts ROWS UNBOUNDED PRECEDING)
 ),
 excl AS (
     SELECT s.source_id, s.device_id, t.kernel_type, sum(s.len)::BIGINT AS exclusive_ns
     FROM segs s JOIN types t ON t.bit = s.mask
     WHERE s.len > 0
     GROUP BY ALL
+),
+busy AS (  -- the union of all the device's ops: the time some type runs (mask <> 0)
+    SELECT d.source_id, d.device_id, coalesce(b.busy_ns, 0)::BIGINT AS busy_ns, d.span_ns
+    FROM (SELECT source_id, device_id, max(end_ns) - min(start_ns) AS span_ns FROM u GROUP BY ALL) d
+    LEFT JOIN (SELECT source_id, device_id, sum(len)::BIGINT AS busy_ns
+               FROM segs WHERE mask <> 0 AND len > 0 GROUP BY ALL) b
+      ON b.source_id = d.source_id AND b.device_id = d.device_id
 ),
 uni AS (
     SELECT source_id, device_id, kernel_type, sum(end_ns - start_ns)::BIGINT AS union_ns FROM u GROUP BY ALL
