@@ -31,10 +31,13 @@
 --   outstanding  BIGINT   operations launched and not finished, from ts_ns on
 --   dur_ns       BIGINT   time until the stream's next row, ns (NULL for the last)
 CREATE OR REPLACE VIEW queue_length AS
-WITH ev AS (
-    SELECT g.source_id, g.device_id, g.stream_id, e.ts, e.l, e.s, e.f
-    FROM gpu_launches g
-    CROSS JOIN LATERAL (VALUES (g.api_start_ns, 1, 0, 0), (g.start_ns, 0, 1, 0), (g.end_ns, 0, 0, 1)) e(ts, l, s, f)
+WITH g AS (SELECT source_id, device_id, stream_id, api_start_ns, start_ns, end_ns FROM gpu_launches),
+ev AS (
+    SELECT source_id, device_id, stream_id, api_start_ns AS ts, 1 AS l, 0 AS s, 0 AS f FROM g
+    UNION ALL
+    SELECT source_id, device_id, stream_id, start_ns, 0, 1, 0 FROM g
+    UNION ALL
+    SELECT source_id, device_id, stream_id, end_ns, 0, 0, 1 FROM g
 ),
 per_ts AS (
     SELECT source_id, device_id, stream_id, ts AS ts_ns,
