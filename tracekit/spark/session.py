@@ -72,7 +72,10 @@ def session(master: str | None = None, conf: dict | None = None):
         spark = b.getOrCreate()
     except Exception as e:  # noqa: BLE001 - Java missing or not startable: one line
         raise SparkUnavailable(f"cannot start Spark ({str(e).splitlines()[0][:200]}); {INSTALL}, Java 17+") from None
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("OFF")
+    import logging
+
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a failed query: the error is raised
     for k, v in _CONF.items():  # a reused session gets them too (runtime settings)
         spark.conf.set(k, v)
     return spark

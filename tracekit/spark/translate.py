@@ -135,6 +135,7 @@ def _inline_macros(tree: exp.Expression, depth: int = 0) -> exp.Expression:
             if not isinstance(tbl, exp.Table):
                 raise TranslationError(f"table macro {m.name} used as a scalar")
             _resolve_query_table(body)
+            _rename_ctes(body)
             alias = tbl.args.get("alias") or exp.TableAlias(this=exp.to_identifier(m.name))
             new = exp.Subquery(this=body, alias=alias.copy())
             if tbl is tree:
@@ -148,6 +149,22 @@ def _inline_macros(tree: exp.Expression, depth: int = 0) -> exp.Expression:
             else:
                 call.replace(new)
     raise TranslationError("macro expansion does not terminate")
+
+
+def _rename_ctes(body: exp.Expression) -> None:
+    """The CTEs of an inlined table macro get names of their own (Spark lifts nested WITHs to the
+    top of the statement, where a view's own CTE of the same name would clash)."""
+    n = next(_fresh)
+    names = {}
+    for cte in body.find_all(exp.CTE):
+        old = cte.alias
+        names[old.lower()] = f"{old}__tk{n}"
+        cte.args["alias"].set("this", _ident(names[old.lower()]))
+    for t in body.find_all(exp.Table):
+        if isinstance(t.this, exp.Identifier) and not t.args.get("db") and t.name.lower() in names:
+            if not t.args.get("alias"):
+                t.set("alias", exp.TableAlias(this=_ident(t.name)))
+            t.set("this", _ident(names[t.name.lower()]))
 
 
 def _resolve_query_table(body: exp.Expression) -> None:
@@ -376,13 +393,18 @@ def _comparator(n_keys: int, orders: list[exp.Ordered]) -> exp.Lambda:
     return exp.Lambda(this=out, expressions=[_ident(ln), _ident(rn)])
 
 
-def _ordered_values(value: exp.Expression, order: list[exp.Ordered], distinct: bool) -> exp.Expression:
+def _agg(call: exp.Expression, filt) -> exp.Expression:
+    """An aggregate call, with the FILTER (WHERE ...) of the aggregate it replaces."""
+    return exp.Filter(this=call, expression=exp.Where(this=filt.copy())) if filt is not None else call
+
+
+def _ordered_values(value: exp.Expression, order: list[exp.Ordered], distinct: bool, filt=None) -> exp.Expression:
     """The group's values as an array in the ORDER BY's order (NULL values kept): sorted structs
     {k0.., v}, then their v."""
     st = exp.Struct(expressions=[exp.PropertyEQ(this=_ident(f"k{i}"), expression=o.this)
                                  for i, o in enumerate(order)]
                     + [exp.PropertyEQ(this=_ident("v"), expression=value)])
-    arr = _fn("collect_list", st)
+    arr = _agg(_fn("collect_list", st), filt)
     if distinct:
         arr = _fn("array_distinct", arr)
     s = f"s__{next(_fresh)}"
@@ -392,39 +414,44 @@ def _ordered_values(value: exp.Expression, order: list[exp.Ordered], distinct: b
 
 def rule_ordered_aggregates(node):
     """Aggregates whose result depends on an ORDER BY inside the call, which Spark's aggregates
-    do not take:
+    do not take (a FILTER (WHERE ...) on the call goes to each aggregate of the rewrite):
       list(x ORDER BY k...)            -> transform(array_sort(collect_list({k.., v: x}), cmp), s -> s.v)
                                           (NULLs kept, as DuckDB's list does)
       string_agg(x, sep ORDER BY k...) -> array_join of the same (NULLs skipped; NULL for none)
       mode(x ORDER BY k...)            -> (mode({k.., v: x} where x is not NULL, true)).v: the most
                                           frequent value, ties to the first in that order (the keys
                                           are functions of x in the views: counts are equal)."""
-    if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
-        o = node.this
+    filt = None
+    agg = node
+    if isinstance(node, exp.Filter):
+        filt = node.expression.this
+        agg = node.this
+    if isinstance(agg, exp.ArrayAgg) and isinstance(agg.this, exp.Order):
+        o = agg.this
         distinct = isinstance(o.this, exp.Distinct)
         v = o.this.expressions[0] if distinct else o.this
-        return _ordered_values(v, o.expressions, distinct)
-    if isinstance(node, exp.GroupConcat):
-        sep = node.args.get("separator") or exp.Literal.string(",")
-        inner = node.this
+        return _ordered_values(v, o.expressions, distinct, filt)
+    if isinstance(agg, exp.GroupConcat):
+        sep = agg.args.get("separator") or exp.Literal.string(",")
+        inner = agg.this
         order = []
         if isinstance(inner, exp.Order):
             order = inner.expressions
             inner = inner.this
         distinct = isinstance(inner, exp.Distinct)
         v = inner.expressions[0] if distinct else inner
-        vals = _ordered_values(v, order, distinct) if order else _fn(
-            "collect_list", exp.Distinct(expressions=[v]) if distinct else v)
-        return exp.Case(ifs=[exp.If(this=exp.GT(this=exp.Count(this=v.copy()), expression=exp.Literal.number(0)),
+        vals = _ordered_values(v, order, distinct, filt) if order else _agg(_fn(
+            "collect_list", exp.Distinct(expressions=[v]) if distinct else v), filt)
+        return exp.Case(ifs=[exp.If(this=exp.GT(this=_agg(exp.Count(this=v.copy()), filt), expression=exp.Literal.number(0)),
                                     true=_fn("array_join", vals, sep))])
-    if isinstance(node, exp.Mode) and isinstance(node.this, exp.Order):
-        o = node.this
+    if isinstance(agg, exp.Mode) and isinstance(agg.this, exp.Order):
+        o = agg.this
         if any(x.args.get("desc") for x in o.expressions):
             raise TranslationError("mode(... ORDER BY ... DESC) has no rule")
         st = exp.Struct(expressions=[exp.PropertyEQ(this=_ident(f"k{i}"), expression=x.this)
                                      for i, x in enumerate(o.expressions)]
                         + [exp.PropertyEQ(this=_ident("v"), expression=o.this)])
-        m = _fn("mode", exp.Case(ifs=[exp.If(this=_not_null(o.this.copy()), true=st)]), exp.true())
+        m = _agg(_fn("mode", exp.Case(ifs=[exp.If(this=_not_null(o.this.copy()), true=st)]), exp.true()), filt)
         return exp.Dot(this=exp.Paren(this=m), expression=_ident("v"))
     return node
 
@@ -553,12 +580,39 @@ def rule_range(node):
     return node
 
 
+def rule_lateral_values(node):
+    """LATERAL (VALUES (x.a, 1), (x.b, 0)) AS e(c1, c2) (rows computed from the outer row; Spark's
+    inline tables must be constant) -> LATERAL (SELECT inline(array(named_struct('c1', x.a,
+    'c2', 1), ...))) AS e(c1, c2)."""
+    if not (isinstance(node, exp.Lateral) and isinstance(node.this, exp.Subquery)
+            and isinstance(node.this.this, exp.Values)):
+        return node
+    alias = node.args.get("alias")
+    cols = [c.name for c in alias.columns] if alias is not None else []
+    rows = node.this.this.expressions
+    if not cols or any(len(r.expressions) != len(cols) for r in rows):
+        raise TranslationError("LATERAL (VALUES ...) needs a column list of the row's width")
+    structs = [exp.Struct(expressions=[exp.PropertyEQ(this=_ident(c), expression=v)
+                                       for c, v in zip(cols, r.expressions)]) for r in rows]
+    node.set("this", exp.Subquery(this=exp.select(_fn("inline", exp.Array(expressions=structs)))))
+    return node
+
+
+def rule_cte_materialized(node):
+    """WITH x AS MATERIALIZED (...) -> WITH x AS (...): a DuckDB planning hint, no meaning."""
+    if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+        node.set("materialized", None)
+    return node
+
+
 def rule_row_number_unordered(node):
-    """row_number() OVER () (scan order in DuckDB) -> OVER (ORDER BY monotonically_increasing_id()):
-    Spark requires an order; the views use it only as a row identifier."""
+    """row_number() OVER () (a row identifier: DuckDB numbers in scan order) -> OVER (ORDER BY
+    struct(*)): Spark requires an order, and a CTE read twice must number its rows the same way
+    both times (monotonically_increasing_id() would not, after a shuffle); rows equal in every
+    column are interchangeable, so the numbering is deterministic where it matters."""
     if isinstance(node, exp.Window) and isinstance(node.this, exp.RowNumber) and not node.args.get("order") \
             and not node.args.get("partition_by"):
-        node.set("order", exp.Order(expressions=[exp.Ordered(this=_fn("monotonically_increasing_id"))]))
+        node.set("order", exp.Order(expressions=[exp.Ordered(this=_fn("struct", exp.Star()))]))
     return node
 
 
@@ -660,7 +714,8 @@ class _DuckDB(sqlglot.dialects.DuckDB):
 
 _RULES = (rule_asof, rule_range, rule_list_index, rule_array_size, rule_lambda_index, rule_list_functions,
           rule_regexp, rule_arg_extreme, rule_quantile, rule_ordered_aggregates, rule_exclude,
-          rule_int_division, rule_casts, rule_json_type, rule_row_number_unordered)
+          rule_int_division, rule_casts, rule_json_type, rule_row_number_unordered, rule_cte_materialized,
+          rule_lateral_values)
 
 
 def _apply_rules(tree: exp.Expression) -> exp.Expression:
