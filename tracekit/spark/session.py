@@ -64,7 +64,7 @@ def session(master: str | None = None, conf: dict | None = None):
     settings.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     if master.startswith("local"):
         settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                         "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR"})
+                         "spark.driver.memory": "2g"})
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)

@@ -44,7 +44,7 @@ def macros() -> dict[str, Macro]:
     """Every macro of sql/lib/*.sql, parsed (name lower-cased)."""
     out = {}
     for path, _ in V.library():
-        for st in sqlglot.parse(path.read_text(), read="duckdb"):
+        for st in sqlglot.parse(path.read_text(), read=_DuckDB):
             if not isinstance(st, exp.Create) or str(st.args.get("kind")).upper() != "MACRO":
                 raise TranslationError(f"{path}: a statement that is not CREATE MACRO")
             udf = st.this
@@ -243,7 +243,8 @@ def rule_list_index(node):
     if isinstance(idx, exp.Literal) and idx.is_string:
         return node  # a struct field or map key
     k = _as_int(idx)
-    if k is not None:
+    if k is not None:  # sqlglot keeps a literal index 0-based (DuckDB's minus 1), an expression as written
+        k += 1
         return exp.Null() if k == 0 else _fn("element_at", node.this, exp.Literal.number(k))
     return _fn("element_at", node.this, _fn("nullif", exp.cast(idx, "INT"), exp.Literal.number(0)))
 
@@ -423,6 +424,8 @@ def rule_ordered_aggregates(node):
                                           are functions of x in the views: counts are equal)."""
     filt = None
     agg = node
+    if isinstance(node.parent, exp.Filter) and node.arg_key == "this":
+        return node  # rewritten with its FILTER, when the Filter node is visited
     if isinstance(node, exp.Filter):
         filt = node.expression.this
         agg = node.this
@@ -718,9 +721,22 @@ _RULES = (rule_asof, rule_range, rule_list_index, rule_array_size, rule_lambda_i
           rule_lateral_values)
 
 
+def _post_order(tree: exp.Expression, rule) -> exp.Expression:
+    """Apply a rule to every node, children before their parent (a rewritten node's own
+    children have been rewritten already: x[1][2], nested aggregates)."""
+    for node in reversed(list(tree.dfs())):
+        new = rule(node)
+        if new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
+
+
 def _apply_rules(tree: exp.Expression) -> exp.Expression:
     for rule in _RULES:
-        tree = tree.transform(rule, copy=False)
+        tree = _post_order(tree, rule)
     return tree
 
 
