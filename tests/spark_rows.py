@@ -16,11 +16,13 @@ def _key(v):
         return (0, "")
     if isinstance(v, bool):
         return (1, str(v))
-    if isinstance(v, (int, float, decimal.Decimal)):
+    if isinstance(v, (int, decimal.Decimal)) and v == int(v):
+        return (2, int(v))  # exact: large ids differ in their last digits
+    if isinstance(v, (float, decimal.Decimal)):
         f = float(v)
         if math.isnan(f):
-            return (2, "nan")
-        return (2, f"{f:.6g}")
+            return (2, math.inf)
+        return (2, float(f"{f:.6g}"))
     if isinstance(v, dict):
         return (3, tuple((k, _key(x)) for k, x in v.items()))
     if isinstance(v, (list, tuple)):

@@ -88,11 +88,12 @@ def _spark_type(t) -> str:
             pa.bool_(): "BOOLEAN"}[t]
 
 
-def register_dataset(spark, dataset_dir: str | os.PathLike) -> list[str]:
+def register_dataset(spark, dataset_dir: str | os.PathLike, cache: bool = False) -> list[str]:
     """Every table of tracekit's schema as a temporary view over the Parquet export in
     ``dataset_dir``, with the schema's columns and types in the schema's order (source_id, the
     partition column, included); a table with no files is an empty view of those columns.
-    Returns the table names. A path that is not a local folder (hdfs://, s3a://) is read as the
+    ``cache``: keep the tables in Spark's memory once read (the views read most tables many
+    times; for a dataset that fits in the cluster's memory). Returns the table names. A path that is not a local folder (hdfs://, s3a://) is read as the
     partitioned layout."""
     d = str(dataset_dir)
     local = "://" not in d
@@ -120,6 +121,8 @@ def register_dataset(spark, dataset_dir: str | os.PathLike) -> list[str]:
             df = spark.createDataFrame([], ddl)
         df.createOrReplaceTempView(f"__tk_raw_{t.name}")
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{t.name}` AS SELECT {cols} FROM `__tk_raw_{t.name}`")
+        if cache:
+            spark.catalog.cacheTable(t.name)
     return [t.name for t in schema.TABLES]
 
 

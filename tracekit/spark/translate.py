@@ -55,15 +55,6 @@ def macros() -> dict[str, Macro]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _view_select(name: str) -> exp.Expression:
-    v = next(v for v in V.all_views() if v.name == name)
-    st = sqlglot.parse_one(v.definition, read="duckdb")
-    if not isinstance(st, exp.Create):
-        raise TranslationError(f"{v.path}: not one CREATE VIEW statement")
-    return st.expression
-
-
 # ---------------------------------------------------------------------------------- macro inlining
 
 _fresh = itertools.count(1)
@@ -243,8 +234,7 @@ def rule_list_index(node):
     if isinstance(idx, exp.Literal) and idx.is_string:
         return node  # a struct field or map key
     k = _as_int(idx)
-    if k is not None:  # sqlglot keeps a literal index 0-based (DuckDB's minus 1), an expression as written
-        k += 1
+    if k is not None:
         return exp.Null() if k == 0 else _fn("element_at", node.this, exp.Literal.number(k))
     return _fn("element_at", node.this, _fn("nullif", exp.cast(idx, "INT"), exp.Literal.number(0)))
 
@@ -708,7 +698,11 @@ def rule_asof(node):
 # ------------------------------------------------------------------------------------ public API
 
 class _DuckDB(sqlglot.dialects.DuckDB):
-    """DuckDB as the views write it: len(x) is only used on lists (length(s) on text)."""
+    """DuckDB as the views write it: len(x) is only used on lists (length(s) on text). List
+    indexes are kept as written (INDEX_OFFSET 0: sqlglot would otherwise shift the ones it can
+    type as integers to 0-based, and leave the others), rule_list_index reads them 1-based."""
+
+    INDEX_OFFSET = 0
 
     class Parser(sqlglot.dialects.DuckDB.Parser):
         FUNCTIONS = {**sqlglot.dialects.DuckDB.Parser.FUNCTIONS,
@@ -747,7 +741,7 @@ def translate_tree(tree: exp.Expression, params: dict | None = None) -> str:
     return tree.sql(dialect="spark")
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=64)
 def _view_tree(name: str) -> exp.Expression:
     v = next(v for v in V.all_views() if v.name == name)
     st = sqlglot.parse_one(v.definition, read=_DuckDB)
