@@ -90,8 +90,9 @@ def _duck_rows(db, query, params=None):
 def _compare_all(spark, db, dataset):
     from tracekit.spark import session as S
 
+    spark.catalog.clearCache()
     S.register_dataset(spark, dataset, cache=True)
-    S.register_views(spark)
+    S.register_views(spark, cache=True)
     import tracekit
 
     st = tracekit.open(str(db))

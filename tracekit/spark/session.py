@@ -64,7 +64,7 @@ def session(master: str | None = None, conf: dict | None = None):
     settings.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     if master.startswith("local"):
         settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                         "spark.driver.memory": "2g"})
+                         "spark.driver.memory": "3g"})
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
@@ -126,23 +126,37 @@ def register_dataset(spark, dataset_dir: str | os.PathLike, cache: bool = False)
     return [t.name for t in schema.TABLES]
 
 
-def register_views(spark, params: dict | None = None, names: list[str] | None = None) -> list[str]:
+def register_views(spark, params: dict | None = None, names: list[str] | None = None,
+                   cache: bool = False) -> list[str]:
     """Create tracekit's views (all, or ``names`` with the views they use) as temporary views,
-    translated from their DuckDB definitions; ``params`` as `tracekit sql --param`."""
+    translated from their DuckDB definitions; ``params`` as `tracekit sql --param`.
+    ``cache``: Spark keeps the rows of each view that other views read (gpu_launches,
+    idle_gaps, ...) once computed (CACHE LAZY TABLE), so it is computed once; Spark itself
+    recomputes a view at every reference. (Caching every view ran a 2 GB driver out of memory.)"""
     from tracekit import views as V
 
     wanted = V.creation_order() if names is None else V.referenced(" ".join(names))
+    read_by_views = {u for v in V.all_views() for u in v.uses}
     for name in wanted:
         text = T.spark_view(name, params)
         try:
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {text}")
         except Exception as e:  # noqa: BLE001 - Spark's analysis error, as one line
             raise RuntimeError(f"view {name} on Spark: {_first_line(e)}") from None
+        if cache and name in read_by_views:
+            spark.sql(f"CACHE LAZY TABLE `{name}`")
     return wanted
 
 
 def _first_line(e: Exception) -> str:
+    """Spark's error as one line: the Java exception's message where py4j wraps one."""
+    import re
+
     s = str(e).strip()
+    if s.startswith("An error occurred while calling"):
+        m = re.search(r"(\w+(?:Exception|Error)): ([^\n]*)", s)
+        if m:
+            return m.group(0)[:500]
     return (s.splitlines()[0] if s else type(e).__name__)[:500]
 
 
