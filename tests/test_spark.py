@@ -165,7 +165,7 @@ def test_a_parameter_changes_rows_the_same_way(spark, fixture_store):
     from tracekit.spark import session as S
 
     db, dataset = fixture_store
-    q = "select count(*) as n, sum(dur_ns) as ns from idle_gaps where kind = 'kernel_wait'"
+    q = "select count(*) as n, sum(dur_ns) as ns from idle_gaps where cause = 'kernel_wait'"
     S.register_dataset(spark, dataset)
     got = {}
     for p in (None, {"kernel_wait_ns": 1_000_000}):
