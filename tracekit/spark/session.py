@@ -18,6 +18,9 @@ Session settings, and why:
   spark.sql.session.timeZone=UTC      no local time zone in any result
   spark.sql.shuffle.partitions        local masters only: 4 (the default 200 makes every small
                                       shuffle of the views slow); a cluster keeps its own
+  spark.driver.memory 3g, spark.sql.broadcastTimeout 1800 s
+                                      local masters only: the largest views' plans need the
+                                      memory, and a loaded machine the time
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ def session(master: str | None = None, conf: dict | None = None):
     settings.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     if master.startswith("local"):
         settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                         "spark.driver.memory": "3g"})
+                         "spark.driver.memory": "3g",
+                         "spark.sql.broadcastTimeout": "1800"})
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
