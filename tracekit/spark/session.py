@@ -1,0 +1,190 @@
+"""Run tracekit's views on Apache Spark over a Parquet export of a store (docs/scaling.md).
+
+    from tracekit.spark import session as S
+    tbl = S.sql("run.parquet", "select * from idle_gaps where dur_ns > 1000")  # a pyarrow.Table
+
+``session(master)`` starts (or reuses) a SparkSession: ``local[*]`` by default, or a cluster's
+master URL. ``register_dataset`` makes every table of tracekit's schema a temporary view over the
+export (the Hive-partitioned ``DIR/<table>/source_id=<n>/`` dataset or the flat
+``DIR/<table>.parquet`` files), ``register_views`` creates every view from its DuckDB
+definition (tracekit/spark/translate.py). pyspark is imported only here, when used.
+
+Session settings, and why:
+  spark.sql.ansi.enabled=false        DuckDB's semantics where the views rely on them: a division
+                                      by zero or a list index out of range is NULL, not an error
+  spark.sql.parser.quotedRegexColumnNames=true
+                                      SELECT * EXCLUDE (a) is translated to a regex column
+  spark.sql.legacy.sizeOfNull=false   (for a user's size(x)): NULL for NULL, as DuckDB
+  spark.sql.session.timeZone=UTC      no local time zone in any result
+  spark.sql.shuffle.partitions        local masters only: 4 (the default 200 makes every small
+                                      shuffle of the views slow); a cluster keeps its own
+  spark.driver.memory 3g, spark.sql.broadcastTimeout 1800 s
+                                      local masters only: the largest views' plans need the
+                                      memory, and a loaded machine the time
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tracekit import schema
+from tracekit.spark import translate as T
+
+INSTALL = "pip install 'tracekit-gpu[spark]'"
+
+_CONF = {
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.parser.quotedRegexColumnNames": "true",
+    "spark.sql.legacy.sizeOfNull": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+class SparkUnavailable(RuntimeError):
+    """pyspark or Java is missing (the message says how to get them)."""
+
+
+def _pyspark():
+    try:
+        import pyspark  # noqa: F401
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable(f"the Spark engine needs pyspark: {INSTALL} (and Java 17+)") from None
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SparkUnavailable(f"the Spark engine needs Java 17+ on PATH (or JAVA_HOME) besides pyspark ({INSTALL})")
+    return SparkSession
+
+
+def session(master: str | None = None, conf: dict | None = None):
+    """A SparkSession with tracekit's settings (see the module's doc); ``master`` defaults to
+    ``local[*]``; ``conf`` adds or overrides Spark settings."""
+    SparkSession = _pyspark()
+    master = master or "local[*]"
+    b = SparkSession.builder.master(master).appName("tracekit")
+    settings = dict(_CONF)
+    settings.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+    if master.startswith("local"):
+        settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+                         "spark.driver.memory": "3g",
+                         "spark.sql.broadcastTimeout": "1800"})
+    settings.update(conf or {})
+    for k, v in settings.items():
+        b = b.config(k, v)
+    try:
+        spark = b.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - Java missing or not startable: one line
+        raise SparkUnavailable(f"cannot start Spark ({str(e).splitlines()[0][:200]}); {INSTALL}, Java 17+") from None
+    spark.sparkContext.setLogLevel("OFF")
+    import logging
+
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a failed query: the error is raised
+    for k, v in _CONF.items():  # a reused session gets them too (runtime settings)
+        spark.conf.set(k, v)
+    return spark
+
+
+def _spark_type(t) -> str:
+    import pyarrow as pa
+
+    return {pa.int32(): "INT", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "STRING",
+            pa.bool_(): "BOOLEAN"}[t]
+
+
+def register_dataset(spark, dataset_dir: str | os.PathLike, cache: bool = False) -> list[str]:
+    """Every table of tracekit's schema as a temporary view over the Parquet export in
+    ``dataset_dir``, with the schema's columns and types in the schema's order (source_id, the
+    partition column, included); a table with no files is an empty view of those columns.
+    ``cache``: keep the tables in Spark's memory once read (the views read most tables many
+    times; for a dataset that fits in the cluster's memory). Returns the table names. A path that is not a local folder (hdfs://, s3a://) is read as the
+    partitioned layout."""
+    d = str(dataset_dir)
+    local = "://" not in d
+    if local:
+        p = Path(d)
+        if not p.is_dir():
+            raise FileNotFoundError(f"{d}: no such folder; write one with `tracekit convert TRACE --parquet {d} --partitioned`")
+        flat = {t.name for t in schema.TABLES if (p / f"{t.name}.parquet").is_file()}
+        parts = {t.name for t in schema.TABLES if any(p.glob(f"{t.name}/source_id=*/*.parquet"))}
+        if not flat and not parts:
+            raise FileNotFoundError(f"{d}: not a tracekit Parquet export (neither <table>.parquet files nor "
+                                    "<table>/source_id=<n>/ folders)")
+        if flat and parts:
+            raise ValueError(f"{d}: holds both the flat and the partitioned layout; export into an empty folder")
+    for t in schema.TABLES:
+        ddl = ", ".join(f"`{c.name}` {_spark_type(c.type)}" for c in t.columns)
+        cols = ", ".join(f"CAST(`{c.name}` AS {_spark_type(c.type)}) AS `{c.name}`" for c in t.columns)
+        if local and t.name in flat:
+            df = spark.read.parquet(str(Path(d) / f"{t.name}.parquet"))
+        elif not local or t.name in parts:
+            # the partition column's type from the schema, not inferred
+            df = (spark.read.option("basePath", f"{d.rstrip('/')}/{t.name}")
+                  .schema(ddl).parquet(f"{d.rstrip('/')}/{t.name}"))
+        else:
+            df = spark.createDataFrame([], ddl)
+        df.createOrReplaceTempView(f"__tk_raw_{t.name}")
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{t.name}` AS SELECT {cols} FROM `__tk_raw_{t.name}`")
+        if cache:
+            spark.catalog.cacheTable(t.name)
+    return [t.name for t in schema.TABLES]
+
+
+def register_views(spark, params: dict | None = None, names: list[str] | None = None,
+                   cache: bool = False) -> list[str]:
+    """Create tracekit's views (all, or ``names`` with the views they use) as temporary views,
+    translated from their DuckDB definitions; ``params`` as `tracekit sql --param`.
+    ``cache``: Spark keeps the rows of each view that other views read (gpu_launches,
+    idle_gaps, ...) once computed (CACHE LAZY TABLE), so it is computed once; Spark itself
+    recomputes a view at every reference. (Caching every view ran a 2 GB driver out of memory.)"""
+    from tracekit import views as V
+
+    wanted = V.creation_order() if names is None else V.referenced(" ".join(names))
+    read_by_views = {u for v in V.all_views() for u in v.uses}
+    for name in wanted:
+        text = T.spark_view(name, params)
+        try:
+            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {text}")
+        except Exception as e:  # noqa: BLE001 - Spark's analysis error, as one line
+            raise RuntimeError(f"view {name} on Spark: {_first_line(e)}") from None
+        if cache and name in read_by_views:
+            spark.sql(f"CACHE LAZY TABLE `{name}`")
+    return wanted
+
+
+def _first_line(e: Exception) -> str:
+    """Spark's error as one line: the Java exception's message where py4j wraps one."""
+    import re
+
+    s = str(e).strip()
+    if s.startswith("An error occurred while calling"):
+        m = re.search(r"(\w+(?:Exception|Error)): ([^\n]*)", s)
+        if m:
+            return m.group(0)[:500]
+    return (s.splitlines()[0] if s else type(e).__name__)[:500]
+
+
+def query(spark, q: str, params: dict | None = None):
+    """A DuckDB-dialect query as a Spark DataFrame (tables and views must be registered)."""
+    return spark.sql(T.to_spark(q, params))
+
+
+def to_arrow(df):
+    """A DataFrame's rows as a pyarrow.Table."""
+    if hasattr(df, "toArrow"):  # pyspark >= 4.0
+        return df.toArrow()
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(df.toPandas())
+
+
+def sql(dataset_dir: str | os.PathLike, q: str, master: str | None = None, params: dict | None = None,
+        spark=None):
+    """Run a DuckDB-dialect query over a Parquet export on Spark, every view available; the rows
+    as a pyarrow.Table."""
+    from tracekit import views as V
+
+    spark = spark or session(master)
+    register_dataset(spark, dataset_dir)
+    register_views(spark, params, names=V.referenced(q))
+    return to_arrow(query(spark, q, params))
