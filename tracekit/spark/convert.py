@@ -57,7 +57,7 @@ def _convert_task(task: tuple) -> TaskResult:
     try:
         with writing(tmp / "part.duckdb", replace=True, persist=False) as st:
             summary = st.convert(path, format=fmt, rank=rank, strict=strict)
-        with Store(tmp / "part.duckdb", read_only=True) as st:
+        with Store(tmp / "part.duckdb", read_only=True, sandbox=False) as st:
             st.export_parquet(tmp / "out", partitioned=True)
         for t in schema.TABLES:
             src = tmp / "out" / t.name / f"source_id={summary.source_id}"
@@ -120,5 +120,12 @@ def convert_dataset(inputs, dataset, master: str | None = None, fmt: str | None 
     each = budget.current()  # per task, as per worker process of `convert --jobs`
     tasks = [(i, str(p.resolve()), str(dataset), fmt, rank, strict, each) for i, p in enumerate(inputs, 1)]
     rdd = spark.sparkContext.parallelize(tasks, numSlices=max(1, len(tasks)))
-    results = rdd.map(_convert_task).collect()
+    try:
+        results = rdd.map(_convert_task).collect()
+    except Exception as e:  # noqa: BLE001 - a task that failed outside the converter (e.g. an
+        # executor without tracekit): Spark's reason in one line
+        from .session import _first_line
+
+        raise DatasetError(f"the Spark job failed ({_first_line(e)}); are tracekit and its dependencies "
+                           "installed for the executors' Python (spark.pyspark.python)?") from None
     return sorted(results, key=lambda r: r.source_id)

@@ -16,40 +16,41 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..store import StoreError
+from .session import SparkUnavailable, _first_line
 
-
-class SparkUnavailable(Exception):
-    """pyspark, sqlglot or Java is missing (one line: what, and how to install it)."""
+__all__ = ["SparkEngine", "SparkQueryError", "SparkUnavailable"]
 
 
 class SparkQueryError(Exception):
     """A query could not be translated or failed on Spark (one line: Spark's reason)."""
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "desc", None) or e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 class SparkEngine:
-    """A Spark session over the tracekit Parquet dataset ``dataset`` (partitioned or flat),
-    its tables and every view registered.  ``params``: view parameters (``--param``)."""
+    """A Spark session over the tracekit Parquet dataset ``dataset`` (partitioned or flat; a
+    local folder, or an hdfs:// / s3a:// URL read as the partitioned layout), its tables
+    registered; each query registers the views it reads.  ``params``: view parameters
+    (``--param``).  ``spark``: an existing SparkSession (left running by `close`)."""
 
     def __init__(self, dataset, master: str | None = None, params: dict | None = None, spark=None):
-        d = Path(dataset)
-        if not d.is_dir():
-            raise StoreError(f"{d}: not a folder; --engine spark reads a Parquet export: write one with "
-                             f"`tracekit convert TRACE --parquet {d} --partitioned`")
         from . import session as s
 
+        d = str(dataset)
+        if "://" not in d and not Path(d).is_dir():
+            raise StoreError(f"{d}: not a folder; --engine spark reads a Parquet export: write one with "
+                             f"`tracekit convert TRACE --parquet {d} --partitioned`")
         self.params = dict(params or {})
         self._own = spark is None
         self.spark = spark if spark is not None else s.session(master)
-        s.register_dataset(self.spark, d)
-        s.register_views(self.spark, self.params)
+        try:
+            s.register_dataset(self.spark, d)
+        except (FileNotFoundError, ValueError) as e:
+            self.close()
+            raise StoreError(str(e)) from None
 
     def query(self, sql: str) -> pa.Table | None:
         """The rows of one statement (DuckDB's dialect) as an Arrow table."""
+        from .. import views
+        from . import session as s
         from .translate import to_spark
 
         try:
@@ -57,7 +58,8 @@ class SparkEngine:
         except Exception as e:  # noqa: BLE001 - sqlglot's parse / unsupported errors
             raise SparkQueryError(f"cannot translate to Spark SQL: {_first_line(e)}") from None
         try:
-            return self.spark.sql(text).toArrow()
+            s.register_views(self.spark, self.params, names=views.referenced(sql))
+            return s.to_arrow(self.spark.sql(text))
         except Exception as e:  # noqa: BLE001 - Spark's AnalysisException, ParseException, ...
             raise SparkQueryError(_first_line(e)) from None
 

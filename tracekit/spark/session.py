@@ -18,6 +18,8 @@ Session settings, and why:
   spark.sql.session.timeZone=UTC      no local time zone in any result
   spark.sql.shuffle.partitions        local masters only: 4 (the default 200 makes every small
                                       shuffle of the views slow); a cluster keeps its own
+  spark.pyspark.python                local masters only: this Python (the one with tracekit) for
+                                      the workers; on a cluster, install tracekit on the executors
   spark.driver.memory 3g, spark.sql.broadcastTimeout 1800 s
                                       local masters only: the largest views' plans need the
                                       memory, and a loaded machine the time
@@ -25,8 +27,11 @@ Session settings, and why:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 from tracekit import schema
@@ -57,6 +62,29 @@ def _pyspark():
     return SparkSession
 
 
+LOG = Path(tempfile.gettempdir()) / f"tracekit-spark-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
+
+
+@contextlib.contextmanager
+def _java_output_to_log():
+    """The JVM that pyspark starts inherits this process's standard error and prints its start-up
+    lines there (the incubator-module warning, the default log level); it writes to LOG instead
+    (appended; Spark's own errors are raised to tracekit, which reports them in one line)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real standard error (e.g. captured): nothing to do
+        yield
+        return
+    try:
+        with open(LOG, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def session(master: str | None = None, conf: dict | None = None):
     """A SparkSession with tracekit's settings (see the module's doc); ``master`` defaults to
     ``local[*]``; ``conf`` adds or overrides Spark settings."""
@@ -66,6 +94,12 @@ def session(master: str | None = None, conf: dict | None = None):
     settings = dict(_CONF)
     settings.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     if master.startswith("local"):
+        # this Python (with tracekit and pyarrow) for the workers too, not the PATH's python3; Spark's
+        # log lines at error level only (log4j2.properties beside this file)
+        log4j = f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
+        settings.update({"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
+                         "spark.driver.extraJavaOptions": log4j, "spark.executor.extraJavaOptions": log4j})
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # what pyspark's SparkContext reads
         settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
                          "spark.driver.memory": "3g",
                          "spark.sql.broadcastTimeout": "1800"})
@@ -73,7 +107,8 @@ def session(master: str | None = None, conf: dict | None = None):
     for k, v in settings.items():
         b = b.config(k, v)
     try:
-        spark = b.getOrCreate()
+        with _java_output_to_log():
+            spark = b.getOrCreate()
     except Exception as e:  # noqa: BLE001 - Java missing or not startable: one line
         raise SparkUnavailable(f"cannot start Spark ({str(e).splitlines()[0][:200]}); {INSTALL}, Java 17+") from None
     spark.sparkContext.setLogLevel("OFF")
