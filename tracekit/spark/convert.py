@@ -5,7 +5,8 @@ a job, so a cluster spreads them over its executors; ``local[*]`` over this mach
 task converts its file with exactly the one-process code (``writing()`` + ``Store.convert`` into
 a private temporary store next to the dataset), exports it as the partitioned Parquet dataset
 (``Store.export_parquet(partitioned=True)``) and moves each table's ``source_id=1`` folder to
-``DATASET/<table>/source_id=<n>/``, where ``n`` is the input's position in INPUTS (from 1).
+``DATASET/<table>/source_id=<n>/``, where ``n`` is the input's position in INPUTS (from 0, as a
+store numbers its sources).
 Within a source no other column depends on its id, so this is the same data that ``tracekit
 convert INPUTS --parquet DATASET --partitioned`` writes (tests/test_spark.py compares them).
 
@@ -118,7 +119,7 @@ def convert_dataset(inputs, dataset, master: str | None = None, fmt: str | None 
     from .. import budget
 
     each = budget.current()  # per task, as per worker process of `convert --jobs`
-    tasks = [(i, str(p.resolve()), str(dataset), fmt, rank, strict, each) for i, p in enumerate(inputs, 1)]
+    tasks = [(i, str(p.resolve()), str(dataset), fmt, rank, strict, each) for i, p in enumerate(inputs)]
     rdd = spark.sparkContext.parallelize(tasks, numSlices=max(1, len(tasks)))
     try:
         results = rdd.map(_convert_task).collect()
