@@ -61,18 +61,33 @@ def spark():
     sp.stop()
 
 
+# the ncu views (kernel_bounds, kernel_latency, ncu_timeline_match) need ncu sources: two real
+# ncu results of the fixtures, beside the traces of tests/test_same_rows.py
+NCU = {"ncu": ["ncu/decode_steps_details.csv.gz", "ncu/lat_raw.csv.gz"]}
+
+
+def _realworld_present() -> bool:
+    return all((F.REALWORLD / f).exists() for fs in F.REALWORLD_STORES.values() for f in fs)
+
+
 @pytest.fixture(scope="module")
 def fixture_store(tmp_path_factory):
-    return _build(tmp_path_factory.mktemp("spark_fix"), "fixtures", F.FIX, F.STORES)
+    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py,
+    two ncu results, and its four real-world captures where ../shared/realworld is present: every
+    view is compared once over all of them (Spark's time goes to planning each view, whatever
+    the rows, so one store of all sources costs half of two)."""
+    tmp = tmp_path_factory.mktemp("spark_fix")
+    db, ds = _build(tmp, "fixtures", F.FIX, {**F.STORES, **NCU})
+    if _realworld_present():
+        import tracekit
+        from tracekit.store import Store
 
-
-@pytest.fixture(scope="module")
-def realworld_store(tmp_path_factory):
-    for fs in F.REALWORLD_STORES.values():
-        for f in fs:
-            if not (F.REALWORLD / f).exists():
-                pytest.skip(f"{F.REALWORLD / f} is not present (realworld corpus)")
-    return _build(tmp_path_factory.mktemp("spark_rw"), "realworld", F.REALWORLD, F.REALWORLD_STORES)
+        files = [str(F.REALWORLD / f) for fs in F.REALWORLD_STORES.values() for f in fs]
+        tracekit.convert(files, db=str(db))
+        shutil.rmtree(ds)
+        with Store(str(db), sandbox=False) as st:
+            st.export_parquet(ds, partitioned=True)
+    return db, ds
 
 
 def _duck_rows(db, query, params=None):
@@ -123,17 +138,11 @@ def test_every_view_translates():
 
 
 @needs_spark
-def test_every_view_same_rows_on_fixtures(spark, fixture_store):
+def test_every_view_same_rows(spark, fixture_store):
+    """Every view, Spark's rows = DuckDB's, over the fixtures (and the real-world captures)."""
     bad, rows = _compare_all(spark, *fixture_store)
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
-    assert rows > 50_000
-
-
-@needs_spark
-def test_every_view_same_rows_on_realworld(spark, realworld_store):
-    bad, rows = _compare_all(spark, *realworld_store)
-    assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
-    assert rows > 10_000
+    assert rows > (200_000 if _realworld_present() else 50_000)
 
 
 USER_QUERIES = [
