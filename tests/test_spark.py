@@ -72,13 +72,13 @@ def _realworld_present() -> bool:
 
 @pytest.fixture(scope="module")
 def fixture_store(tmp_path_factory):
-    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py,
-    two ncu results, and its four real-world captures where ../shared/realworld is present: every
-    view is compared once over all of them (Spark's time goes to planning each view, whatever
-    the rows, so one store of all sources costs half of two)."""
+    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py
+    and two ncu results; with TRACEKIT_SPARK_REALWORLD=1 also its four real-world captures of
+    ../shared/realworld (every view compared once over all of them: ~30 min on 2 busy cores,
+    against ~10 for the fixtures, so not in every run)."""
     tmp = tmp_path_factory.mktemp("spark_fix")
     db, ds = _build(tmp, "fixtures", F.FIX, {**F.STORES, **NCU})
-    if _realworld_present():
+    if _realworld_present() and os.environ.get("TRACEKIT_SPARK_REALWORLD") == "1":
         import tracekit
         from tracekit.store import Store
 
@@ -102,6 +102,24 @@ def _duck_rows(db, query, params=None):
         st.close()
 
 
+def _spark_rows(spark, name, dataset):
+    """A view's rows on Spark. In one long local session whose cache holds many views' rows, a
+    large plan can fail with "Exception thrown in awaitResult" (a broadcast under memory
+    pressure, seen on 2 busy cores for 1-3 of the 43 views, a different few each run); such a
+    view runs again once with the cache emptied, as a fresh session would run it."""
+    from tracekit.spark import session as S
+
+    try:
+        return S.to_arrow(spark.sql(f"SELECT * FROM `{name}`")).to_pylist()
+    except Exception as e:  # noqa: BLE001
+        if "awaitResult" not in str(e):
+            raise
+    spark.catalog.clearCache()
+    S.register_dataset(spark, dataset, cache=True)
+    S.register_views(spark, cache=True)
+    return S.to_arrow(spark.sql(f"SELECT * FROM `{name}`")).to_pylist()
+
+
 def _compare_all(spark, db, dataset):
     from tracekit.spark import session as S
 
@@ -116,7 +134,7 @@ def _compare_all(spark, db, dataset):
         for name in VIEWS:
             expected = st.con.execute(f"SELECT * FROM {name}").to_arrow_table().to_pylist()
             try:
-                got = S.to_arrow(spark.sql(f"SELECT * FROM `{name}`")).to_pylist()
+                got = _spark_rows(spark, name, dataset)
             except Exception as e:  # noqa: BLE001 - Spark's error, reported per view
                 bad[name] = f"did not run on Spark: {S._first_line(e)[:300]}"
                 continue
@@ -142,7 +160,7 @@ def test_every_view_same_rows(spark, fixture_store):
     """Every view, Spark's rows = DuckDB's, over the fixtures (and the real-world captures)."""
     bad, rows = _compare_all(spark, *fixture_store)
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
-    assert rows > (200_000 if _realworld_present() else 50_000)
+    assert rows > 50_000
 
 
 USER_QUERIES = [

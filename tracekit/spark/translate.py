@@ -709,10 +709,46 @@ class _DuckDB(sqlglot.dialects.DuckDB):
                      "LEN": lambda args: exp.ArraySize(this=args[0])}
 
 
+_PRINTF_SPEC = re.compile(r"%(?:%|[-#+ 0,(]*\d*(?:\.\d+)?[a-zA-Z])")
+
+
+def rule_printf_g(node):
+    """printf's %g (e.g. '%.3g'): C (DuckDB) drops the trailing zeros, Java keeps them ('0' against
+    '0.00', '1.5' against '1.50'). The spec becomes %s of Java's text with the zeros after the
+    decimal point (and then a bare point) removed, in the mantissa too ('1.20e+03' -> '1.2e+03').
+    (Runs after rule_regexp: these regexp_replace calls already replace every match.)"""
+    if not (isinstance(node, exp.Anonymous) and str(node.name).lower() == "printf" and node.expressions):
+        return node
+    fmt = node.expressions[0]
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string and "g" in fmt.this):
+        return node
+    args = list(node.expressions[1:])
+    out, k, pos, changed = [], 0, 0, False
+    for m in _PRINTF_SPEC.finditer(fmt.this):
+        out.append(fmt.this[pos:m.start()])
+        spec = m.group(0)
+        pos = m.end()
+        if spec == "%%":
+            out.append(spec)
+            continue
+        if spec.endswith("g") and k < len(args):
+            java = _fn("format_string", exp.Literal.string(spec), args[k])
+            trimmed = _fn("regexp_replace", java, exp.Literal.string("([.][0-9]*?)0+(e|$)"),
+                          exp.Literal.string("$1$2"))
+            args[k] = _fn("regexp_replace", trimmed, exp.Literal.string("[.](e|$)"), exp.Literal.string("$1"))
+            spec, changed = "%s", True
+        out.append(spec)
+        k += 1
+    if not changed:
+        return node
+    out.append(fmt.this[pos:])
+    return _fn("printf", exp.Literal.string("".join(out)), *args)
+
+
 _RULES = (rule_asof, rule_range, rule_list_index, rule_array_size, rule_lambda_index, rule_list_functions,
           rule_regexp, rule_arg_extreme, rule_quantile, rule_ordered_aggregates, rule_exclude,
           rule_int_division, rule_casts, rule_json_type, rule_row_number_unordered, rule_cte_materialized,
-          rule_lateral_values)
+          rule_lateral_values, rule_printf_g)
 
 
 def _post_order(tree: exp.Expression, rule) -> exp.Expression:
