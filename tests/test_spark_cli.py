@@ -16,7 +16,8 @@ import pytest
 from tracekit import schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_spark import NO_SPARK, needs_spark  # noqa: E402
+from test_spark import needs_spark  # noqa: E402
+from test_spark import spark as spark_session  # noqa: E402,F401 (the one Spark session fixture, `spark`)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 INPUTS = [FIX / "kineto" / "ddp_rank0.json.gz", FIX / "kineto" / "ddp_rank1.json.gz",
@@ -45,25 +46,14 @@ def _table_rows(dataset: Path, table: str) -> list:
     return sorted(rows, key=repr)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    if NO_SPARK:
-        pytest.skip(NO_SPARK)
-    from tracekit.spark import session as S
-
-    sp = S.session("local[2]")
-    yield sp
-    sp.stop()
-
-
 @needs_spark
-def test_convert_as_spark_tasks_writes_the_same_dataset(spark, tmp_path):
+def test_convert_as_spark_tasks_writes_the_same_dataset(spark_session, tmp_path):  # noqa: F811 (the fixture)
     from tracekit.spark.convert import convert_dataset
     from tracekit.store import Store, writing
 
     bad = tmp_path / "broken.json"
     bad.write_text('{"traceEvents": [')
-    results = convert_dataset([*INPUTS, bad], tmp_path / "spark_ds", spark=spark)
+    results = convert_dataset([*INPUTS, bad], tmp_path / "spark_ds", spark=spark_session)
     assert [r.source_id for r in results] == [0, 1, 2, 3]
     assert [r.ok for r in results] == [True, True, True, False]
     assert "broken.json" in results[3].line and "\n" not in results[3].line
