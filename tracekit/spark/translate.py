@@ -727,7 +727,7 @@ CASE WHEN abs(__x) >= 1e15 OR __d < 0 OR __d > 22 THEN NULL ELSE (
 """
 
 
-def _substitute(tree: exp.Expression, subs: dict) -> exp.Expression:
+def _fill_template(tree: exp.Expression, subs: dict) -> exp.Expression:
     """The placeholder columns of a template (``__x``) replaced by copies of expressions."""
     return tree.transform(lambda n: subs[n.name].copy() if isinstance(n, exp.Column) and n.name in subs else n)
 
@@ -751,9 +751,9 @@ def _c_rounded(x: exp.Expression, digits: int | exp.Expression) -> exp.Expressio
                           " + (__a - __ah) * (__s - __sh))", read="duckdb")
     tree = sqlglot.parse_one(_ROUND_TEMPLATE, read="duckdb")
     p = sqlglot.parse_one("(__a * __s)", read="duckdb")
-    tree = _substitute(tree, {"__e": e, "__p": p})
-    tree = _substitute(tree, {"__ah": ah, "__sh": sh, "__p": p})  # __e holds __p, __ah and __sh
-    rounded = _substitute(tree, {"__x": x, "__a": a, "__s": s, "__d": d})
+    tree = _fill_template(tree, {"__e": e, "__p": p})
+    tree = _fill_template(tree, {"__ah": ah, "__sh": sh, "__p": p})  # __e holds __p, __ah and __sh
+    rounded = _fill_template(tree, {"__x": x, "__a": a, "__s": s, "__d": d})
     negative = exp.LT(this=x.copy(), expression=exp.Literal.number(0))
     return _fn("coalesce", exp.Case().when(negative, exp.Neg(this=exp.Paren(this=rounded.copy())))  # -0.0: '-0'
                .else_(rounded), x.copy())
