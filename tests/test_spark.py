@@ -1,6 +1,6 @@
 """Every view on Apache Spark gives DuckDB's rows (issue 24): one store holding every fixture trace
-of tests/test_same_rows.py, one holding its 4 real-world captures (skipped where
-../shared/realworld is absent), each exported as the partitioned Parquet dataset and run on ONE
+of tests/test_same_rows.py, two ncu results and its 4 real-world captures (those left out where
+../shared/realworld is absent), exported as the partitioned Parquet dataset and run on ONE
 local Spark session; each view's rows are compared with DuckDB's on the same store (the same
 multiset of rows; floats to a relative 1e-9; NULLs equal; lists and structs as Python values:
 tests/spark_rows.py). The views come from their one DuckDB definition
@@ -72,13 +72,12 @@ def _realworld_present() -> bool:
 
 @pytest.fixture(scope="module")
 def fixture_store(tmp_path_factory):
-    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py
-    and two ncu results; with TRACEKIT_SPARK_REALWORLD=1 also its four real-world captures of
-    ../shared/realworld (every view compared once over all of them: ~30 min on 2 busy cores,
-    against ~10 for the fixtures, so not in every run)."""
+    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py,
+    two ncu results and, where ../shared/realworld is present, its four real-world captures
+    (every view compared once over all of them: 3 min on 2 cores)."""
     tmp = tmp_path_factory.mktemp("spark_fix")
     db, ds = _build(tmp, "fixtures", F.FIX, {**F.STORES, **NCU})
-    if _realworld_present() and os.environ.get("TRACEKIT_SPARK_REALWORLD") == "1":
+    if _realworld_present():
         import tracekit
         from tracekit.store import Store
 
