@@ -140,7 +140,7 @@ def test_every_view_same_rows(spark, fixture_store):
     """Every view, Spark's rows = DuckDB's, over the fixtures (and the real-world captures)."""
     bad, rows = _compare_all(spark, *fixture_store)
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
-    assert rows > 50_000
+    assert rows > (200_000 if _realworld_present() else 50_000)
 
 
 USER_QUERIES = [

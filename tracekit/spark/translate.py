@@ -727,11 +727,6 @@ CASE WHEN abs(__x) >= 1e15 OR __d < 0 OR __d > 22 THEN NULL ELSE (
 """
 
 
-def _fill_template(tree: exp.Expression, subs: dict) -> exp.Expression:
-    """The placeholder columns of a template (``__x``) replaced by copies of expressions."""
-    return tree.transform(lambda n: subs[n.name].copy() if isinstance(n, exp.Column) and n.name in subs else n)
-
-
 def _c_rounded(x: exp.Expression, digits: int | exp.Expression) -> exp.Expression:
     """x rounded to ``digits`` decimals as C's printf rounds its binary value: an exact tie (12.5
     for '%.0f') to the even neighbour, where Java's format_string rounds half up ('13' against C's
@@ -740,6 +735,7 @@ def _c_rounded(x: exp.Expression, digits: int | exp.Expression) -> exp.Expressio
     so the product's rounding error decides (_ROUND_TEMPLATE). Rounded in magnitude, the sign
     kept (-0.5 -> '-0', as C). x is left as it is where this does not apply (|x| >= 1e15,
     ``digits`` outside 0-22: %g of large numbers; Java's rounding then)."""
+    x = _wrap(x)
     a = _fn("abs", x.copy())
     d = digits if isinstance(digits, exp.Expression) else exp.Literal.number(digits)
     s = (exp.Literal.number(10 ** digits) if isinstance(digits, int)
@@ -749,11 +745,10 @@ def _c_rounded(x: exp.Expression, digits: int | exp.Expression) -> exp.Expressio
     # E = ((Ah*Sh - P) + Ah*Sl + Al*Sh) + Al*Sl, with Al = A - Ah, Sl = S - Sh
     e = sqlglot.parse_one("(((__ah * __sh - __p) + __ah * (__s - __sh) + (__a - __ah) * __sh)"
                           " + (__a - __ah) * (__s - __sh))", read="duckdb")
-    tree = sqlglot.parse_one(_ROUND_TEMPLATE, read="duckdb")
-    p = sqlglot.parse_one("(__a * __s)", read="duckdb")
-    tree = _fill_template(tree, {"__e": e, "__p": p})
-    tree = _fill_template(tree, {"__ah": ah, "__sh": sh, "__p": p})  # __e holds __p, __ah and __sh
-    rounded = _fill_template(tree, {"__x": x, "__a": a, "__s": s, "__d": d})
+    p = sqlglot.parse_one("__a * __s", read="duckdb")
+    e = _substitute(e, {"__ah": ah, "__sh": sh, "__p": p})  # the macro inliner's substitution
+    tree = _substitute(sqlglot.parse_one(_ROUND_TEMPLATE, read="duckdb"), {"__e": e, "__p": p})
+    rounded = _substitute(tree, {"__x": x, "__a": a, "__s": s, "__d": d})
     negative = exp.LT(this=x.copy(), expression=exp.Literal.number(0))
     return _fn("coalesce", exp.Case().when(negative, exp.Neg(this=exp.Paren(this=rounded.copy())))  # -0.0: '-0'
                .else_(rounded), x.copy())
@@ -784,7 +779,7 @@ def rule_printf(node):
 
 def _printf_specs(node):
     fmt = node.expressions[0]
-    if not (isinstance(fmt, exp.Literal) and fmt.is_string and re.search("[gf]", fmt.this)):
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
         return node
     args = list(node.expressions[1:])
     out, k, pos, changed = [], 0, 0, False
