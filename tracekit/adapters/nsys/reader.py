@@ -19,10 +19,22 @@ from ..base import RAW_PREFIX, with_raw_args
 from .args import _args_arrow, _args_sql
 from .common import _is_int64, _q, _text
 
-try:  # columnar SQLite reader (Apache Arrow ADBC): the big tables without Python per row
-    import adbc_driver_sqlite.dbapi as _adbc
-except ImportError:  # pragma: no cover - a dependency; without it every table takes the sqlite3 path
-    _adbc = None
+# The columnar SQLite reader (Apache Arrow ADBC): the big tables without Python per row.  Imported
+# on first use (`_adbc_driver`): its import pulls in polars, ~0.15 s that a Kineto or ncu
+# conversion would pay for nothing.  None: not installed (every table takes the sqlite3 path).
+_UNLOADED = object()
+_adbc = _UNLOADED
+
+
+def _adbc_driver():
+    global _adbc
+    if _adbc is _UNLOADED:
+        try:
+            import adbc_driver_sqlite.dbapi as driver
+        except ImportError:  # pragma: no cover - a dependency
+            driver = None
+        _adbc = driver
+    return _adbc
 
 #: rows per chunk at most: the memory budget may make them fewer (`chunk_rows`)
 CHUNK_ROWS = 65_536
@@ -128,7 +140,7 @@ class SqliteReader:
         lower = {c.lower() for c in have}
         rid = next((r for r in ("rowid", "_rowid_", "oid") if r not in lower), None)
         plan = None
-        if _adbc is not None and rid is not None:
+        if _adbc_driver() is not None and rid is not None:
             try:
                 lo, hi = self.con.execute(f"SELECT min({rid}), max({rid}) FROM {_q(table)}").fetchone()
                 rest = [c for c in have if c not in wanted]
@@ -170,7 +182,7 @@ class SqliteReader:
             try:
                 con = getattr(local, "con", None)
                 if con is None:
-                    con = local.con = _adbc.connect(self._uri)
+                    con = local.con = _adbc_driver().connect(self._uri)
                     with lock:
                         opened.append(con)
                 cur = con.cursor()
