@@ -344,3 +344,51 @@ def test_installed_distribution_is_the_one_hints_name():
         pytest.skip(f"tracekit is not installed from this checkout ({REPO}): pip install -e .")
     assert [d.metadata["Name"] for d in mine] == [tracekit.DISTRIBUTION]
     assert {"report", "ncu", "capture"} <= set(mine[0].metadata.get_all("Provides-Extra") or [])
+
+
+def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
+    """A new store is a copy of the cached template (the tables, views and macros already written:
+    `persist_views` has nothing to do); the template is made by the first conversion, named by a
+    hash of tracekit, its SQL, schema and DuckDB, replaces other versions' templates, and the
+    stores made with and without it hold the same rows, views and metadata.  Without a usable
+    cache folder (TRACEKIT_CACHE_DIR empty, or a file where the folder should be) the views are
+    written into the store as before."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(store.CACHE_ENV, str(cache))
+    cache.mkdir()
+    (cache / "store-template-0123456789abcdef.duckdb").write_bytes(b"an older version's")
+    wrote = []
+    real = store.persist_views
+
+    def spy(con):
+        wrote.append(real(con))
+        return wrote[-1]
+
+    monkeypatch.setattr(store, "persist_views", spy)
+    tracekit.convert(DECODE, db=tmp_path / "a.duckdb")  # makes the template: views written there
+    assert [p.name for p in cache.iterdir()] == [f"store-template-{store._template_key()}.duckdb"]
+    assert wrote == [True, False]  # into the template, then nothing left to write into the store
+    wrote.clear()
+    tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
+    assert wrote == [False]
+    monkeypatch.setenv(store.CACHE_ENV, "")
+    tracekit.convert(DECODE, db=tmp_path / "c.duckdb")
+    assert wrote == [False, True]
+    monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / "a.duckdb"))  # not a folder: no template
+    tracekit.convert(DECODE, db=tmp_path / "d.duckdb")
+    assert wrote == [False, True, True]
+
+    def content(p):
+        con = duckdb.connect(str(p), read_only=True)
+        try:
+            # (names only: DuckDB renders an EXCLUDE list in no fixed order)
+            views_ = con.execute("select view_name from duckdb_views() where not internal "
+                                 "order by view_name").fetchall()
+            meta = con.execute("select key, value from tracekit_meta where key not in ('fingerprints') "
+                               "order by key").fetchall()
+            return views_, meta, con.execute(HOT).fetchall(), con.execute(GAPS).fetchall()
+        finally:
+            con.close()
+
+    a, b, c, d = (content(tmp_path / f"{x}.duckdb") for x in "abcd")
+    assert a == b == c == d and len(a[0]) >= len(views.all_views()) and len(a[2]) == 37

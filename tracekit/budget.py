@@ -91,6 +91,7 @@ class Plan:
     nsys_readers: int      # at most this many ranges read ahead by the nsys reader's threads
     nest_rows: int         # events per piece of the nesting pass (~150 B each while it runs)
     kineto_block: int      # bytes of JSON per block (and chunk) of the Kineto reader
+    insert_bytes: int      # Arrow bytes of one table gathered before they are inserted (one INSERT)
 
     @property
     def duckdb_limit_text(self) -> str:
@@ -107,7 +108,7 @@ def _pow2_floor(x: float, lo: int, hi: int) -> int:
 def plan(budget: int | None = None) -> Plan:
     """The shares of a budget (bytes; None: `current()`).  At the default 400 MB: DuckDB 128 MB,
     2 insert threads, nsys ranges of 16,384 rows, nesting pieces of 262,144 events, Kineto blocks
-    of 4 MiB; the rest is
+    of 4 MiB, inserts of 8 MiB of one table; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
     free = max(0, b - BASE_BYTES)  # what the process itself does not take
@@ -120,4 +121,5 @@ def plan(budget: int | None = None) -> Plan:
         nsys_readers=max(1, min(8, b // (200 * MB))),
         nest_rows=_pow2_floor(free / 1200, 16384, 1 << 22),
         kineto_block=_pow2_floor(free / 75, 1 << 20, 64 << 20),
+        insert_bytes=min(_pow2_floor(free / 32, 1 << 20, 64 << 20), free // 32),  # 0: each batch alone
     )
