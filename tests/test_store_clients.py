@@ -367,16 +367,17 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "persist_views", spy)
     tracekit.convert(DECODE, db=tmp_path / "a.duckdb")  # makes the template: views written there
     assert [p.name for p in cache.iterdir()] == [f"store-template-{store._template_key()}.duckdb"]
-    assert wrote == [True, False]  # into the template, then nothing left to write into the store
-    wrote.clear()
+    assert wrote == [True]  # into the template; the store, its copy, has them
     tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
-    assert wrote == [False]
+    assert wrote == [True]
     monkeypatch.setenv(store.CACHE_ENV, "")
     tracekit.convert(DECODE, db=tmp_path / "c.duckdb")
-    assert wrote == [False, True]
+    assert wrote == [True, True]
     monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / "a.duckdb"))  # not a folder: no template
     tracekit.convert(DECODE, db=tmp_path / "d.duckdb")
-    assert wrote == [False, True, True]
+    assert wrote == [True, True, True]
+    tracekit.convert(DDP[0], db=tmp_path / "d.duckdb")  # an existing store: checked, not rewritten
+    assert wrote == [True, True, True, False]
 
     def content(p):
         con = duckdb.connect(str(p), read_only=True)
@@ -390,5 +391,5 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
         finally:
             con.close()
 
-    a, b, c, d = (content(tmp_path / f"{x}.duckdb") for x in "abcd")
-    assert a == b == c == d and len(a[0]) >= len(views.all_views()) and len(a[2]) == 37
+    a, b, c = (content(tmp_path / f"{x}.duckdb") for x in "abc")
+    assert a == b == c and len(a[0]) >= len(views.all_views()) and len(a[2]) == 37

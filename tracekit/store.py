@@ -137,8 +137,8 @@ class Store:
             "SELECT count(*) FROM information_schema.tables "
             "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()[0][0]
         if read_only or has_tables:
-            self._check_version()
-        if not read_only:
+            self._check_version()  # (every table there, or StoreError)
+        if not read_only and not has_tables:
             _create_tables(self._con)
         self._views: set[str] = set()  # the views created so far
         self._library = False  # the macros of sql/lib/ created
@@ -663,8 +663,9 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
     blocked or shown a half-written state, and a crash leaves the store as it was. Conversions
     into one store take turns (a lock next to it); ``Rollback`` raised in the block leaves the
     store untouched; leftovers of killed conversions are removed.  Before the store is moved
-    into place, the views and their macros are written into it (`persist_views`; ``persist=False``:
-    not, for the private stores of parallel workers)."""
+    into place, the views and their macros are written into it (`persist_views`), unless it began
+    as a copy of the template (`_from_template`), which has them; ``persist=False``: neither, for
+    the private stores of parallel workers."""
     path = Path(path)
     if replace and path.exists():
         _check_replaceable(path)
@@ -677,8 +678,8 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
             shutil.copyfile(path, tmp)
             if Path(f"{path}.wal").exists():
                 shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
-        elif persist:
-            _from_template(tmp)
+        # a copy of the template has this tracekit's views and macros: nothing to persist
+        templated = persist and not (path.exists() and not replace) and _from_template(tmp)
         try:
             st = Store(tmp, label=str(path))
         except BaseException:
@@ -688,7 +689,7 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
         ok = False
         try:
             yield st
-            if persist:
+            if persist and not templated:
                 persist_views(st._con)
             st._con.execute("CHECKPOINT")
             ok = True
