@@ -12,8 +12,8 @@ import pytest
 
 import tracekit.adapters.kineto as K
 from conftest import FIXTURES, realworld
-from tracekit import schema
-from tracekit.adapters.kineto import columnar, mapping, scanned
+from tracekit import nesting, schema
+from tracekit.adapters.kineto import columnar, gpu_pid, mapping, scanned
 
 needs_scanner = pytest.mark.skipif(K._native is None, reason="C module not built")
 
@@ -73,6 +73,10 @@ def test_scanner_takes_the_event_fields_only():
 
 def tables(path, monkeypatch, row_by_row: bool):
     monkeypatch.setattr(K, "SCAN", False)
+    # what the reader derives chunk by chunk and the store completes (events' nesting, GPU rows'
+    # pid: test_nesting.py) depends on where the batches end, which row by row differs
+    monkeypatch.setattr(nesting, "STREAM_NESTING", False)
+    monkeypatch.setattr(gpu_pid.LaunchPids, "fill", lambda self, batch: batch)
     if row_by_row:  # every chunk one event at a time
         monkeypatch.setattr(columnar.ColumnarReader, "_columnar", lambda self, b, ch: False)
     ad = K.KinetoAdapter()

@@ -801,15 +801,21 @@ static void merge_sort(const NestCols *c, int64_t *idx, int64_t *tmp, Py_ssize_t
  * With a true 13th argument (want_stack), a 4th item: the rows left on the stack at the end (the
  * last track's; int64 row numbers, outermost first).  Given again, ahead of the rows that follow
  * in that order, they give those rows the results they get in one pass over all rows (a piece at
- * a time: tracekit/nesting.py). */
+ * a time: tracekit/nesting.py).
+ * With a 14th argument carry >= 0 (the reader's streaming pass: the first `carry` rows are those
+ * left on the stacks by the rows before, on any tracks), the 4th item is the rows left on every
+ * track's stack (row numbers, in order), and a 5th item the carried rows that some row of their
+ * track, not carried, precedes in that order (row numbers; none when every track's rows arrived
+ * in its order: else those tracks' results are not those of one pass). */
 static PyObject *nest(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     Py_buffer b[11];
     PyObject *o[11];
     memset(b, 0, sizeof b);
     int want_stack = 0;
-    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOO|p", &n, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10], &want_stack))
+    Py_ssize_t carry = -1;
+    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOO|pn", &n, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &want_stack, &carry))
         return NULL;
     for (int k = 0; k < 11; k++) {
         int is_valid_col = k < 8 && k % 2 == 1;
@@ -820,7 +826,9 @@ static PyObject *nest(PyObject *self, PyObject *args) {
         }
     }
     PyObject *res = NULL;
-    int64_t *idx = NULL, *tmp = NULL, *stack = NULL, *parent = NULL;
+    int64_t *idx = NULL, *tmp = NULL, *stack = NULL, *parent = NULL, *kept = NULL;
+    int64_t *late = NULL;  /* carried rows that a new row of their track precedes */
+    Py_ssize_t nkept = 0, nlate = 0;
     int32_t *depth = NULL;
     unsigned char *pvalid = NULL;
     for (int k = 0; k < 11; k++) {
@@ -839,14 +847,30 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     size_t m = n ? (size_t)n : 1;
     idx = malloc(m * 8); tmp = malloc(m * 8); stack = malloc(m * 8); parent = malloc(m * 8);
     depth = malloc(m * 4); pvalid = malloc(m);
-    if (!idx || !tmp || !stack || !parent || !depth || !pvalid) { PyErr_NoMemory(); goto out; }
+    if (carry >= 0) { kept = malloc(m * 8); late = malloc(m * 8); }
+    if (!idx || !tmp || !stack || !parent || !depth || !pvalid || (carry >= 0 && (!kept || !late))) {
+        PyErr_NoMemory();
+        goto out;
+    }
     Py_ssize_t top = 0;  /* stack of rows, innermost last */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) idx[i] = i;
     merge_sort(&c, idx, tmp, n);
+    int seen_new = 0;  /* a row of this track that was not carried, seen */
     for (Py_ssize_t r = 0; r < n; r++) {
         int64_t i = idx[r];
-        if (r == 0 || !same_track(&c, idx[r - 1], i)) top = 0;
+        if (r == 0 || !same_track(&c, idx[r - 1], i)) {
+            if (carry >= 0) {  /* the track before: its final stack */
+                memcpy(kept + nkept, stack, (size_t)top * 8);
+                nkept += top;
+            }
+            top = 0;
+            seen_new = 0;
+        }
+        if (carry >= 0) {
+            if (i >= carry) seen_new = 1;
+            else if (seen_new) late[nlate++] = i;
+        }
         int64_t s = c.start[i], e = c.end[i];
         while (top > 0 && c.end[stack[top - 1]] <= s) top--;
         Py_ssize_t j = top - 1;
@@ -862,9 +886,17 @@ static PyObject *nest(PyObject *self, PyObject *args) {
         }
         stack[top++] = i;
     }
+    if (carry >= 0) {
+        memcpy(kept + nkept, stack, (size_t)top * 8);
+        nkept += top;
+    }
     Py_END_ALLOW_THREADS
     PyObject *bm = bitmap(pvalid, (size_t)n);
-    if (bm && want_stack)
+    if (bm && carry >= 0)
+        res = Py_BuildValue("(y#y#Ny#y#)", (const char *)depth, (Py_ssize_t)(n * 4), (const char *)parent,
+                            (Py_ssize_t)(n * 8), bm, (const char *)kept, (Py_ssize_t)(nkept * 8),
+                            (const char *)late, (Py_ssize_t)(nlate * 8));
+    else if (bm && want_stack)
         res = Py_BuildValue("(y#y#Ny#)", (const char *)depth, (Py_ssize_t)(n * 4), (const char *)parent,
                             (Py_ssize_t)(n * 8), bm, (const char *)stack, (Py_ssize_t)(top * 8));
     else if (bm)
@@ -872,7 +904,7 @@ static PyObject *nest(PyObject *self, PyObject *args) {
                             (Py_ssize_t)(n * 8), bm);
 out:
     for (int k = 0; k < 11; k++) if (b[k].obj) PyBuffer_Release(&b[k]);
-    free(idx); free(tmp); free(stack); free(parent); free(depth); free(pvalid);
+    free(idx); free(tmp); free(stack); free(parent); free(depth); free(pvalid); free(kept); free(late);
     return res;
 }
 
@@ -1027,8 +1059,8 @@ static PyMethodDef METHODS[] = {
     {"kineto_flows", kineto_flows, METH_VARARGS, "kineto_flows(...) -> 8 lists: the flow rows of a chunk"},
     {"kineto_scan", scan, METH_O, "kineto_scan(chunk) -> columns of a JSON array of trace events, or None"},
     {"kineto_names", names, METH_NOARGS, "kineto_names() -> (int64 column names, string column names)"},
-    {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id[, want_stack]) -> "
-                                 "(depth, parent, parent validity bitmap or None[, stack rows])"},
+    {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id[, want_stack[, carry]]) -> "
+                                 "(depth, parent, parent validity bitmap or None[, stack rows[, late carried rows]])"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, METHODS, NULL, NULL, NULL, NULL};

@@ -5,15 +5,24 @@ are in the store (where the adapter left them NULL), by the compiled module wher
 
 from __future__ import annotations
 
-import duckdb
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import budget
 from .native import native
 
+if TYPE_CHECKING:  # (no DuckDB at run time: the Kineto reader uses StreamNesting)
+    import duckdb
+
 # events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
 # always the SQL (tests compare the two). docs/scaling.md, "Tuning constants".
 NATIVE_NESTING = True
+# The Kineto reader nests the events itself while it reads, chunk by chunk (`StreamNesting`), so
+# that no UPDATE of the stored events is needed; False: the store derives them after the rows
+# are in (tests compare the two).
+STREAM_NESTING = True
 # At most this many events are nested in memory at a time and written back per UPDATE (one UPDATE
 # of a big source spills under the cap); the memory budget may make it fewer (budget.plan's
 # nest_rows: 262,144 at 400 MB).  A source with more events is nested a piece at a time.
@@ -258,3 +267,109 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
         stack.append(i)
     return pa.table({"event_id": pa.array(ids, pa.int64()), "depth": pa.array(depth, pa.int32()),
                      "parent_id": pa.array(parent, pa.int64())})
+
+
+_TRACK = ("pid", "tid", "device_id", "stream_id")
+
+
+class StreamNesting:
+    """events.depth / parent_id set by the reader, a chunk of events at a time, by `native.nest`
+    (the rule of `_nest_track`): the rows of each chunk are nested together with the rows that
+    the chunks before left open on their tracks' stacks (carried: at most the nesting depth of each
+    track), which gives the results of one pass over all rows when each track's rows arrive in its
+    order (start, end descending, event_id) from one chunk to the next, as torch.profiler writes
+    them.  Then the store need not UPDATE the events afterwards: 0.15 s of the 179 MB capture's
+    conversion, most of it in COMMIT, which rewrites every updated row group.
+
+    A track whose rows arrive out of that order (a chunk holds one that sorts before a row of an
+    earlier chunk: the Python-stack events that two real-world traces of the corpus write after
+    the ops they enclose; the trace-wide spans among the 179 MB capture's last events) is left
+    to the store: its later rows keep depth NULL, and `late_tracks` lists it,
+    so that the store resets its rows nested here and derives the whole track after the rows are
+    in (`_derive_nesting`, which nests the rows left NULL, per track)."""
+
+    def __init__(self):
+        self.active = native is not None and NATIVE_NESTING and STREAM_NESTING
+        self.late_tracks: set[tuple] = set()  # (pid, tid, device_id, stream_id) left to the store
+        self._carry: pa.Table | None = None
+
+    def _keys(self, tbl: pa.Table, rows) -> set:
+        sub = tbl.take(pa.array(rows, pa.int64())).select(list(_TRACK)).to_pylist()
+        return {tuple(r[k] for k in _TRACK) for r in sub}
+
+    def _late_mask(self, tbl: pa.Table) -> pa.Array | None:
+        """True for the rows of tbl on a track left to the store (None: there are none)."""
+        if not self.late_tracks:
+            return None
+
+        def keyed(t: pa.Table) -> pa.Table:  # NULL-safe join keys: the value (0 for NULL), is NULL
+            cols = {}
+            for k in _TRACK:
+                c = t.column(k).cast(pa.int64())
+                cols[k] = pc.fill_null(c, 0)
+                cols[k + "_null"] = pc.is_null(c)
+            return pa.table(cols)
+
+        late = keyed(pa.table({k: pa.array([t[i] for t in self.late_tracks], pa.int64())
+                               for i, k in enumerate(_TRACK)}))
+        rows = keyed(tbl).append_column("_row", pa.array(range(tbl.num_rows), pa.int64()))
+        hit = rows.join(late, late.column_names, join_type="left semi").column("_row")
+        mask = pa.array([False] * tbl.num_rows, pa.bool_())
+        if len(hit):
+            mask = pc.is_in(pa.array(range(tbl.num_rows), pa.int64()), value_set=hit.combine_chunks())
+        return mask
+
+    def _nest(self, cols: pa.Table, k: int):
+        n = cols.num_rows
+        cols = cols.combine_chunks()
+        args = []
+        for name in _TRACK:
+            args += _int64_buffers(cols.column(name).chunk(0) if cols.column(name).num_chunks
+                                   else pa.array([], pa.int64()))
+        for name in ("start_ns", "end_ns", "event_id"):
+            c = cols.column(name)
+            args.append(_int64_buffers(c.chunk(0) if c.num_chunks else pa.array([], pa.int64()))[0])
+        depth, parent, valid, kept, late = native.nest(n, *args, False, k)
+        as_rows = (lambda buf: pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)]))
+        return cols, depth, parent, valid, as_rows(kept), as_rows(late).to_pylist()
+
+    def nested(self, batches: list) -> list:
+        """The events batches of one chunk, in their order, with depth and parent_id set (NULL
+        on the tracks left to the store)."""
+        if not batches or not self.active:
+            return batches
+        new = pa.Table.from_batches(batches).select(_NEST_COLS.split(", "))
+        m = new.num_rows
+        carry = self._carry if self._carry is not None else new.schema.empty_table()
+        while True:
+            skip = self._late_mask(new)
+            rows = pa.array(range(m), pa.int64()) if skip is None else \
+                pc.indices_nonzero(pc.invert(skip))
+            part = new.take(rows) if skip is not None else new
+            cols, depth, parent, valid, kept, late = self._nest(pa.concat_tables([carry, part]),
+                                                                 carry.num_rows)
+            if not late:
+                break
+            keys = self._keys(cols, late)
+            if keys <= self.late_tracks:  # never: those rows were left out
+                raise RuntimeError("nesting: a track left to the store was nested")
+            self.late_tracks |= keys  # and again, without them
+            keep = self._late_mask(carry)
+            if keep is not None:
+                carry = carry.filter(pc.invert(keep))
+        k, n = carry.num_rows, cols.num_rows
+        self._carry = cols.take(kept)
+        d = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]).slice(k)
+        p = pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid), pa.py_buffer(parent)]).slice(k)
+        if skip is not None:  # back to the chunk's rows: NULL where left to the store
+            at = pc.cumulative_sum(pc.invert(skip).cast(pa.int64()))
+            pos = pc.if_else(skip, None, pc.subtract(at, 1))
+            d, p = d.take(pos), p.take(pos)
+        out, at = [], 0
+        for b in batches:
+            size = b.num_rows
+            di, pi = b.schema.get_field_index("depth"), b.schema.get_field_index("parent_id")
+            b = b.set_column(di, b.schema.field(di), d.slice(at, size))
+            out.append(b.set_column(pi, b.schema.field(pi), p.slice(at, size)))
+            at += size
+        return out

@@ -295,7 +295,8 @@ class Store:
             info = dict(adapter.source)
             if rank is not None:
                 info["rank"] = rank
-            self._finish_source(source_id, path, adapter.FORMAT, info, adapter.accounting)
+            self._finish_source(source_id, path, adapter.FORMAT, info, adapter.accounting,
+                                adapter.nested, adapter.gpu_pids_filled)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -307,9 +308,24 @@ class Store:
         return SourceSummary(source_id, str(path), adapter.FORMAT, dict(acc.converted), dict(acc.skipped),
                              frozenset(acc.by_design), repairs)
 
-    def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting) -> None:
+    def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting,
+                       nested: list | None = None, gpu_pids_filled: int = 0) -> None:
+        """The source's last steps: GPU rows' pid, events' nesting, the sources row.  ``nested``:
+        the tracks (pid, tid, device_id, stream_id) whose events the reader began to nest and
+        left to the store: their results are reset and derived here with those of the events
+        the reader did not nest (`Adapter.nested`, `nesting.StreamNesting`).
+        ``gpu_pids_filled``: how many GPU rows the reader gave a pid (`Adapter.gpu_pids_filled`)."""
         con = self._con
-        # GPU work carries no pid in Kineto: take it from the launching API call (same correlation).
+        # GPU work carries no pid in Kineto: take it from the launching API call (same correlation),
+        # the one pid of the source's calls with that correlation.  The reader fills most from the
+        # calls it saw before (kineto/gpu_pid.py): those that another call contradicts are taken
+        # back here (an UPDATE of no rows, as a rule), then the rows without one are filled.
+        if gpu_pids_filled:
+            for t in ("kernels", "memops", "syncs"):
+                con.execute(
+                    f"""UPDATE {t} AS g SET pid = NULL FROM api_calls AS a
+                        WHERE g.source_id = $sid AND a.source_id = $sid AND g.pid IS NOT NULL
+                          AND a.correlation_id = g.correlation_id AND a.pid <> g.pid""", {"sid": source_id})
         # The correlation -> pid map is built once, and only when some GPU row lacks its pid
         # (nsys rows have it: no pass over its millions of API calls)
         need = [t for t in ("kernels", "memops", "syncs") if con.execute(
@@ -329,6 +345,19 @@ class Store:
                               AND g.correlation_id = a.correlation_id""", {"sid": source_id})
             finally:
                 con.execute("DROP TABLE __tk_corr_pid")
+        if nested:
+            late = pa.table({k: [t[i] for t in nested] for i, k in enumerate(("pid", "tid", "device_id", "stream_id"))},
+                            schema=pa.schema([("pid", pa.int64()), ("tid", pa.int64()),
+                                              ("device_id", pa.int32()), ("stream_id", pa.int64())]))
+            con.register("__tk_late", late)
+            try:
+                con.execute("""UPDATE events AS e SET depth = NULL, parent_id = NULL FROM __tk_late AS t
+                               WHERE e.source_id = $sid AND e.pid IS NOT DISTINCT FROM t.pid
+                                 AND e.tid IS NOT DISTINCT FROM t.tid
+                                 AND e.device_id IS NOT DISTINCT FROM t.device_id
+                                 AND e.stream_id IS NOT DISTINCT FROM t.stream_id""", {"sid": source_id})
+            finally:
+                con.unregister("__tk_late")
         _derive_nesting(con, source_id)
         span = con.execute(
             " UNION ALL ".join(

@@ -10,10 +10,12 @@ from pathlib import Path
 import msgspec
 
 from ...names import short_kernel_name
+from ...nesting import StreamNesting
 from ..base import Adapter, Builders, TraceError
 from . import flows as flow_rule
 from .columnar import ColumnarReader
 from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array)
+from .gpu_pid import GPU_TABLES, LaunchPids
 from .mapping import _int
 from .memory import split_memory
 from .rows import RowReader
@@ -23,17 +25,45 @@ from .stream import _Blocks, _read_bytes, block_bytes, setting
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = b"},\n"
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_CHUNK_END = object()  # yielded by _read after each chunk's rows (read() nests its events then)
 
 
 class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
     FORMAT = "kineto"
 
     def read(self, path, source_id, progress=None):
+        """The rows, a chunk at a time; each chunk's events nested (`nesting.StreamNesting`) and
+        its GPU rows given their launching call's pid (`gpu_pid.LaunchPids`) when it ends."""
+        nesting, pids = StreamNesting(), LaunchPids()
+        events: list = []  # the chunk's events and GPU rows, held until it ends
+        gpu: list = []
+
+        def chunk_end():
+            for b in nesting.nested(events):
+                yield "events", b
+            for table, b in gpu:
+                yield table, pids.fill(b)
+            events.clear()
+            gpu.clear()
+
         for name, batch in self._read(path, source_id, progress):
-            if name == "events":
-                yield from split_memory(batch, source_id, self.accounting)
+            if name is _CHUNK_END:
+                yield from chunk_end()
+            elif name == "events":
+                for table, b in split_memory(batch, source_id, self.accounting):
+                    if table == "events":
+                        events.append(b)
+                    else:
+                        yield table, b
+            elif name in GPU_TABLES:
+                gpu.append((name, batch))
             else:
+                if name == "api_calls":
+                    pids.calls(batch)
                 yield name, batch
+        yield from chunk_end()
+        self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
+        self.gpu_pids_filled = pids.filled
 
     def _read(self, path, source_id, progress=None):
         path = self._path = Path(path)
@@ -129,6 +159,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                     if progress:
                         progress(src.done, src.total)
                     yield from b.ready()
+                    yield _CHUNK_END, None
                 else:
                     buf[cut + 1] = 0x2C  # ','
                     floor = cut + 1
@@ -186,6 +217,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             if progress:
                 progress(i + len(part), n)
             yield from b.ready()
+            yield _CHUNK_END, None
         if progress:
             progress(n, n)
         return top
