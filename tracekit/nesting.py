@@ -272,6 +272,11 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
 _TRACK = ("pid", "tid", "device_id", "stream_id")
 
 
+def _rows(buf) -> pa.Array:
+    """int64 row numbers given as bytes."""
+    return pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)])
+
+
 class StreamNesting:
     """events.depth / parent_id set by the reader, a chunk of events at a time, by `native.nest`
     (the rule of `_nest_track`): the rows of each chunk are nested together with the rows that
@@ -330,8 +335,7 @@ class StreamNesting:
             c = cols.column(name)
             args.append(_int64_buffers(c.chunk(0) if c.num_chunks else pa.array([], pa.int64()))[0])
         depth, parent, valid, kept, late = native.nest(n, *args, False, k)
-        as_rows = (lambda buf: pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)]))
-        return cols, depth, parent, valid, as_rows(kept), as_rows(late).to_pylist()
+        return cols, depth, parent, valid, _rows(kept), _rows(late).to_pylist()
 
     def nested(self, batches: list) -> list:
         """The events batches of one chunk, in their order, with depth and parent_id set (NULL
