@@ -269,3 +269,31 @@ def test_row_group_size_of_written_stores_changes_layout_not_rows(tmp_path, monk
     assert got[2048] == got[None]
     assert got[None][0][0] == 11250  # the fixture's events
     assert not (tmp_path / ".tmp").exists()
+
+
+def test_every_stored_json_value_is_valid_json(tmp_path):
+    """The readers hand their JSON columns (args, metadata, ...) to DuckDB as Arrow's JSON type, so
+    DuckDB stores the text without parsing it (store._json_typed): every value of every real
+    fixture (Kineto, nsys, ncu) and of the real-world Kineto and nsys traces must then be valid
+    JSON as written, which DuckDB's json_valid checks here."""
+    from conftest import realworld
+    from tracekit import schema
+
+    inputs = (sorted((FIXTURES / "kineto").glob("*.json.gz")) + sorted((FIXTURES / "nsys").glob("*.sqlite"))
+              + [FIXTURES / "ncu" / n for n in ("mm_raw.csv", "mm_details.csv", "lat_details.csv.gz")]
+              + realworld("kineto") + [p for p in realworld("nsys") if p.suffix == ".sqlite"][:4])
+    db = tmp_path / "all.duckdb"
+    with writing(db) as st:
+        for p in inputs:
+            st.convert(p)
+    with Store(db, read_only=True) as st:
+        checked = 0
+        for t in schema.TABLES:
+            for c in t.columns:
+                if c.json:
+                    bad, n = st.rows(f'select count(*) filter (where not json_valid("{c.name}")), '
+                                     f'count("{c.name}") from {t.name}')[0]
+                    assert bad == 0, (t.name, c.name)
+                    checked += n
+        assert st.one("select count(*) from sources") == len(inputs)
+    assert checked > 100_000
