@@ -155,14 +155,14 @@ def test_reader_derivations_equal_the_stores(trace, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(native is None, reason="C module not built")
 def test_reader_nests_in_order_tracks_and_leaves_late_ones(monkeypatch):
-    """decode_b1 (real): every event nested by the reader; 3,175 of its 3,176 kernels and memops
-    given their pid (the store fills the last).  The real-world h100 trace: one thread's rows
+    """decode_b1 (real): every event nested by the reader, and every one of its 3,176 kernels and
+    memops given its pid (one of them only at the end of the next chunk: its call comes after it).  The real-world h100 trace: one thread's rows
     arrive out of order (its Python-stack events, `<string>(1): <module>` and below, come after
     the ops they enclose), so the reader leaves that track to the store (the 4,257 rows it read
     after seeing that unnested; the store redoes all 8,444) and nests the other tracks."""
     ad, nulls = _read(FIXTURES / "kineto" / "decode_b1.json.gz")
     assert ad.nested == [] and nulls == 0
-    assert ad.gpu_pids_filled == 3175
+    assert ad.gpu_pids_filled == 3176
     h100 = [p for p in realworld("kineto") if "h100" in p.name]
     if not h100:
         pytest.skip("../shared/realworld is absent")
@@ -209,3 +209,17 @@ def test_contradicted_and_forgotten_pids(tmp_path, monkeypatch):
     c = _stored_derived(tmp_path / "c.duckdb", FIXTURES / "kineto" / "decode_b1.json.gz", True, monkeypatch)
     d = _stored_derived(tmp_path / "d.duckdb", FIXTURES / "kineto" / "decode_b1.json.gz", False, monkeypatch)
     assert c == d
+
+
+@pytest.mark.skipif(native is None, reason="C module not built")
+def test_late_tracks_beyond_a_piece_are_reset_and_derived(tmp_path, monkeypatch):
+    """A late track of more events than a piece (here pieces of 97: the h100 trace's late thread
+    has 8,444) is reset and nested with the piece-wise pass instead of nested again in memory:
+    the same rows."""
+    h100 = [p for p in realworld("kineto") if "h100" in p.name]
+    if not h100:
+        pytest.skip("../shared/realworld is absent")
+    a = _stored_derived(tmp_path / "a.duckdb", h100[0], False, monkeypatch)
+    monkeypatch.setattr(nesting, "NEST_UPDATE_ROWS", 97)
+    b = _stored_derived(tmp_path / "b.duckdb", h100[0], True, monkeypatch)
+    assert a == b and len(a[0]) == 8453

@@ -277,6 +277,47 @@ def _rows(buf) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)])
 
 
+def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list) -> None:
+    """Nest again the whole of each track of ``tracks`` ((pid, tid, device_id, stream_id) each:
+    those whose rows the reader got out of order, `StreamNesting.late_tracks`), and write back
+    only the rows whose depth / parent_id change: an UPDATE rewrites every row group it touches
+    at COMMIT, and the late rows are few and together (CUPTI's overhead spans at the end of the
+    179 MB capture: its 160 events of track (-1, 0), 15 of them late).  Tracks of more than a
+    piece of events (`_piece_rows`) in all are reset instead and nested with the others left
+    NULL (`_derive_nesting`)."""
+    keys = pa.table({k: pa.array([t[i] for t in tracks], typ) for i, (k, typ) in
+                     enumerate(zip(_TRACK, (pa.int64(), pa.int64(), pa.int32(), pa.int64())))})
+    on = " AND ".join(f"e.{k} IS NOT DISTINCT FROM t.{k}" for k in _TRACK)
+    con.register("__tk_late", keys)
+    try:
+        n = con.execute(f"SELECT count(*) FROM events e SEMI JOIN __tk_late t ON {on} "
+                        "WHERE e.source_id = $sid", {"sid": source_id}).fetchall()[0][0]
+        if native is None or n > _piece_rows():
+            con.execute(f"""UPDATE events AS e SET depth = NULL, parent_id = NULL FROM __tk_late AS t
+                            WHERE e.source_id = $sid AND {on}""", {"sid": source_id})
+            return
+        rows = con.sql(f"SELECT {', '.join('e.' + c for c in _NEST_COLS.split(', '))}, e.depth, e.parent_id "
+                       f"FROM events e SEMI JOIN __tk_late t ON {on} WHERE e.source_id = $sid",
+                       params={"sid": source_id}).to_arrow_table()
+    finally:
+        con.unregister("__tk_late")
+    fix = _nest_table(rows.select(_NEST_COLS.split(", ")))
+
+    def same(a, b):
+        return pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+
+    keep = pc.and_(same(fix.column("depth"), rows.column("depth").cast(pa.int32())),
+                   same(fix.column("parent_id"), rows.column("parent_id")))
+    changed = fix.filter(pc.invert(keep)).sort_by("event_id")
+    if changed.num_rows:
+        ids = changed.column("event_id")
+        con.register("__tk_fix", changed)
+        try:
+            _update(con, source_id, "__tk_fix", ids[0].as_py(), ids[-1].as_py())
+        finally:
+            con.unregister("__tk_fix")
+
+
 class StreamNesting:
     """events.depth / parent_id set by the reader, a chunk of events at a time, by `native.nest`
     (the rule of `_nest_track`): the rows of each chunk are nested together with the rows that

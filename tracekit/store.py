@@ -28,7 +28,7 @@ import pyarrow as pa
 from . import __version__, budget, schema, views
 from .adapters import detect
 from .adapters.base import Accounting, Progress, TraceError
-from .nesting import _derive_nesting
+from .nesting import _derive_nesting, _renest_tracks
 
 DEFAULT_DB = "tracekit.duckdb"
 # Tuning constants: each one's default, what it trades and the measurement that chose it are in
@@ -282,7 +282,7 @@ class Store:
                 _insert_runs(con, _read_ahead(adapter.read(path, source_id, progress)))
             else:  # gathered on the reader's thread: the inserts are few and the queue even
                 for table_name, batch in _read_ahead(_gathered(adapter.read(path, source_id, progress),
-                                                               budget.plan().insert_bytes)):
+                                                               budget.plan().insert_bytes), depth=1):
                     _insert(con, table_name, batch)
             acc = adapter.accounting
             lost = acc.lost
@@ -346,18 +346,7 @@ class Store:
             finally:
                 con.execute("DROP TABLE __tk_corr_pid")
         if nested:
-            late = pa.table({k: [t[i] for t in nested] for i, k in enumerate(("pid", "tid", "device_id", "stream_id"))},
-                            schema=pa.schema([("pid", pa.int64()), ("tid", pa.int64()),
-                                              ("device_id", pa.int32()), ("stream_id", pa.int64())]))
-            con.register("__tk_late", late)
-            try:
-                con.execute("""UPDATE events AS e SET depth = NULL, parent_id = NULL FROM __tk_late AS t
-                               WHERE e.source_id = $sid AND e.pid IS NOT DISTINCT FROM t.pid
-                                 AND e.tid IS NOT DISTINCT FROM t.tid
-                                 AND e.device_id IS NOT DISTINCT FROM t.device_id
-                                 AND e.stream_id IS NOT DISTINCT FROM t.stream_id""", {"sid": source_id})
-            finally:
-                con.unregister("__tk_late")
+            _renest_tracks(con, source_id, nested)
         _derive_nesting(con, source_id)
         span = con.execute(
             " UNION ALL ".join(
@@ -789,21 +778,25 @@ def _arrow_pool(name: str, default: pa.MemoryPool) -> pa.MemoryPool:
 
 
 def _gathered(items, limit: int):
-    """(table, batch) items regrouped as (table, Arrow table): each table's batches gathered, in
-    their order, until they hold ``limit`` bytes, then handed on as one (the tables' relative
-    order changes; each table's own does not).  Every insert costs ~1 ms of fixed work in
-    DuckDB's Python layer, and a few large ones overlap the reader better than many small ones:
-    the 179 MB capture's 144 batches become 20 inserts, and reading + inserting its rows
-    takes 0.8-1.1 s instead of 1.0-1.3 (docs/scaling.md).  ``items`` is a generator."""
+    """(table, batch) items regrouped as (table, Arrow table): the batches of each table gathered,
+    in their order, while all that is held stays under ``limit`` bytes; beyond, the table holding
+    the most is handed on as one (the tables' relative order changes; each table's own does not).
+    Every insert costs ~1 ms of fixed work in DuckDB's Python layer, and a few large inserts
+    overlap the reader better than many small ones: the 179 MB capture's 144 batches become ~40
+    inserts, and reading + inserting its rows takes 0.8-1.0 s instead of 1.0-1.3 (docs/scaling.md).
+    ``items`` is a generator."""
     held: dict[str, list] = {}
     size: dict[str, int] = {}
+    total = 0
     try:
         for name, batch in items:
             held.setdefault(name, []).append(batch)
             size[name] = size.get(name, 0) + batch.nbytes
-            if size[name] >= limit:
-                yield name, pa.Table.from_batches(held.pop(name))
-                del size[name]
+            total += batch.nbytes
+            if total >= limit:
+                big = max(size, key=size.__getitem__)
+                total -= size.pop(big)
+                yield big, pa.Table.from_batches(held.pop(big))
         for name, batches in held.items():
             yield name, pa.Table.from_batches(batches)
     finally:

@@ -35,16 +35,20 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         """The rows, a chunk at a time; each chunk's events nested (`nesting.StreamNesting`) and
         its GPU rows given their launching call's pid (`gpu_pid.LaunchPids`) when it ends."""
         nesting, pids = StreamNesting(), LaunchPids()
-        events: list = []  # the chunk's events and GPU rows, held until it ends
-        gpu: list = []
+        events: list = []  # the chunk's events, held until it ends
+        gpu: list = []  # the GPU rows of this chunk and the one before (a kernel may come just
+        before = 0      # before its launch, across a chunk's end); `before`: how many are older
 
-        def chunk_end():
+        def chunk_end(last=False):
+            nonlocal before
             for b in nesting.nested(events):
                 yield "events", b
-            for table, b in gpu:
-                yield table, pids.fill(b)
             events.clear()
-            gpu.clear()
+            gpu[:] = [(table, pids.fill(b)) for table, b in gpu]
+            done = len(gpu) if last else before
+            yield from gpu[:done]
+            del gpu[:done]
+            before = len(gpu)
 
         for name, batch in self._read(path, source_id, progress):
             if name is _CHUNK_END:
@@ -61,7 +65,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 if name == "api_calls":
                     pids.calls(batch)
                 yield name, batch
-        yield from chunk_end()
+        yield from chunk_end(last=True)
         self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
         self.gpu_pids_filled = pids.filled
 

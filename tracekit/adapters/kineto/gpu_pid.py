@@ -5,7 +5,8 @@ it while it reads, from the calls seen so far, so that the store need not UPDATE
 afterwards (with its COMMIT: 0.06-0.08 s of the 179 MB capture's conversion); the store then
 checks every filled pid against all the source's calls and takes back the few that another call
 contradicts, and fills the rows left without one (their call came later, or was forgotten: the
-map keeps the last `LIMIT` correlation ids, so its memory does not grow with the trace)."""
+map keeps the last `LIMIT` correlation ids, so its memory does not grow with the trace: a
+kernel comes next to its launch in torch.profiler's files)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 
 GPU_TABLES = ("kernels", "memops", "syncs")
 #: correlation ids remembered at most (~70 bytes each); the oldest are forgotten beyond
-LIMIT = 1 << 18
+LIMIT = 1 << 16
 _SEVERAL = object()  # calls with this correlation name several pids
 
 
