@@ -44,7 +44,7 @@ def test_default_plan_and_env(monkeypatch):
     monkeypatch.delenv(budget.ENV, raising=False)
     p = budget.plan()
     assert p.budget == 400 * MB and p.duckdb_limit == 128 * MB and p.insert_threads == 2
-    assert (p.nsys_chunk_rows, p.nest_rows, p.kineto_block) == (16384, 262144, 4 * MB)
+    assert (p.nsys_chunk_rows, p.nest_rows, p.kineto_block, p.insert_bytes) == (8192, 262144, 4 * MB, 8 * MB)
     monkeypatch.setenv(budget.ENV, "1GB")
     assert budget.current() == 1 << 30 and budget.plan().duckdb_limit > 300 * MB
     with budget.using("250MB"):  # the API / CLI setting wins over the environment

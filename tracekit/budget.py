@@ -107,7 +107,7 @@ def _pow2_floor(x: float, lo: int, hi: int) -> int:
 
 def plan(budget: int | None = None) -> Plan:
     """The shares of a budget (bytes; None: `current()`).  At the default 400 MB: DuckDB 128 MB,
-    2 insert threads, nsys ranges of 16,384 rows, nesting pieces of 262,144 events, Kineto blocks
+    2 insert threads, nsys ranges of 8,192 rows, nesting pieces of 262,144 events, Kineto blocks
     of 4 MiB, inserts of 8 MiB of one table; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
@@ -117,7 +117,7 @@ def plan(budget: int | None = None) -> Plan:
         budget=b,
         duckdb_limit=duck,
         insert_threads=max(1, duck // (64 * MB)),
-        nsys_chunk_rows=_pow2_floor(free / 24 / 700, 4096, 65536),
+        nsys_chunk_rows=_pow2_floor(free / 48 / 700, 4096, 65536),
         nsys_readers=max(1, min(8, b // (200 * MB))),
         nest_rows=_pow2_floor(free / 1200, 16384, 1 << 22),
         kineto_block=_pow2_floor(free / 75, 1 << 20, 64 << 20),

@@ -48,7 +48,7 @@ FAST_READERS = max(1, min(8, (os.cpu_count() or 1) - 1))
 
 def chunk_rows() -> int:
     """Rows per chunk: CHUNK_ROWS, or fewer under the memory budget (a chunk of kernels with their
-    args is ~700 B a row, and several are in flight: 16,384 rows at the default 400 MB)."""
+    args is ~700 B a row, and several are in flight: 8,192 rows at the default 400 MB)."""
     return max(1, min(CHUNK_ROWS, budget.plan().nsys_chunk_rows))
 
 
