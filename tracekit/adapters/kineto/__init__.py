@@ -19,6 +19,10 @@ Reading strategy (memory: the input blocks in flight plus one chunk, whatever th
 * A document that does not look like that (one line of JSON, say) is read whole and cut into
   chunks of its event slices.  A chunk whose events have unusual shapes (fields of other types,
   B/E pairs, invalid UTF-8) is converted event by event, with the same rules.
+* When a chunk ends, its events are nested (``events.depth`` / ``parent_id``, with the rows the
+  chunks before left open: `tracekit.nesting.StreamNesting`) and its GPU rows get the pid of
+  their launching call (gpu_pid.py), so that the store need not UPDATE them after; the store
+  completes what the reader could not (tracks out of order, calls it had not seen).
 
 Timestamps are parsed from their decimal text into exact int64 ns (``ts`` is µs with up to three
 decimals; epoch-µs floats with ns digits do not fit a float64): vectorized through Arrow decimals,
@@ -28,7 +32,8 @@ converted or counted in ``skipped_rows`` with a reason.  See docs/schema.md for 
 The modules: stream.py (the bytes: blocks, gzip, encodings, bombs), decode.py (structs, exact
 times, repairs), mapping.py (raw field -> column: the one table every reader evaluates),
 flows.py (the flow rule), rows.py / columnar.py / scanned.py (the three readers of a chunk),
-memory.py (`[memory]` instants -> memory_events), adapter.py (`KinetoAdapter`).
+memory.py (`[memory]` instants -> memory_events), gpu_pid.py (GPU rows' pid), adapter.py
+(`KinetoAdapter`).
 """
 
 from __future__ import annotations
