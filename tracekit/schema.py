@@ -354,7 +354,8 @@ TABLES: tuple[Table, ...] = (
               "eventType-75 row with the same `domainId` in the process (NULL for the default "
               "domain 0 and when that row is missing: `args.domainId` keeps the id)"),
             C("depth", I32, "Nesting depth on its thread (0 = outermost), where derivable.",
-              "from the interval nesting per thread", "NVTX nesting per thread"),
+              "from the interval nesting per thread (by the reader, chunk by chunk; the store completes "
+              "tracks whose events came out of order)", "NVTX nesting per thread"),
             C("parent_id", I64, "`event_id` of the enclosing event on the same thread, where derivable.",
               "from the interval nesting per thread", "from the interval nesting per thread"),
             C("external_id", I64, "Kineto External id (links a `cpu_op` to its launches).",
