@@ -64,26 +64,39 @@ _NEST_ORDER = ("pid NULLS FIRST, tid NULLS FIRST, device_id NULLS FIRST, stream_
                "start_ns, end_ns DESC, event_id")
 
 
+_TRACK = ("pid", "tid", "device_id", "stream_id")
+
+
+def _nested_columns(tbl: pa.Table, *more) -> tuple:
+    """`native.nest` over the rows of ``tbl`` (the columns of _NEST_COLS, any chunking), ``more``
+    its optional arguments (want_stack, carry): (depth, parent_id) as Arrow arrays in tbl's row
+    order, then the further items it returns (as bytes)."""
+    n = tbl.num_rows
+    args = []
+    for name in _TRACK:
+        args += _int64_buffers(tbl.column(name).combine_chunks())
+    for name in ("start_ns", "end_ns", "event_id"):
+        args.append(_int64_buffers(tbl.column(name).combine_chunks())[0])
+    depth, parent, valid, *rest = native.nest(n, *args, *more)
+    return (pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]),
+            pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid), pa.py_buffer(parent)]),
+            *rest)
+
+
+def _rows(buf) -> pa.Array:
+    """int64 row numbers given as bytes."""
+    return pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)])
+
+
 def _nest_table(tbl: pa.Table, want_stack: bool = False):
     """`native.nest` over the rows of ``tbl`` (the columns of _NEST_COLS): the table (event_id,
     depth, parent_id), rows in tbl's order, and with ``want_stack`` the row numbers left on the
     stack at the end."""
-    n = tbl.num_rows
-    cols = {name: tbl.column(name).combine_chunks() for name in tbl.column_names}
-    args = []
-    for name in ("pid", "tid", "device_id", "stream_id"):
-        args += _int64_buffers(cols[name])
-    for name in ("start_ns", "end_ns", "event_id"):
-        args.append(_int64_buffers(cols[name])[0])
-    depth, parent, valid, *stack = native.nest(n, *args, want_stack)
-    fix = pa.table({
-        "event_id": cols["event_id"],
-        "depth": pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]),
-        "parent_id": pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid),
-                                                            pa.py_buffer(parent)])})
+    depth, parent, *stack = _nested_columns(tbl, want_stack)
+    fix = pa.table({"event_id": tbl.column("event_id").combine_chunks(), "depth": depth, "parent_id": parent})
     if not want_stack:
         return fix
-    return fix, pa.Array.from_buffers(pa.int64(), len(stack[0]) // 8, [None, pa.py_buffer(stack[0])])
+    return fix, _rows(stack[0])
 
 
 def _update(con: duckdb.DuckDBPyConnection, source_id: int, src: str, lo: int, hi: int) -> None:
@@ -91,6 +104,17 @@ def _update(con: duckdb.DuckDBPyConnection, source_id: int, src: str, lo: int, h
                     FROM {src} AS f WHERE e.source_id = $sid AND e.event_id = f.event_id
                     AND e.event_id BETWEEN $lo AND $hi AND f.event_id BETWEEN $lo AND $hi""",
                 {"sid": source_id, "lo": lo, "hi": hi})
+
+
+def _write_back(con: duckdb.DuckDBPyConnection, source_id: int, fix: pa.Table) -> None:
+    """UPDATE the events of ``fix`` (event_id, depth, parent_id; some rows) with its values."""
+    fix = fix.sort_by("event_id")
+    ids = fix.column("event_id")
+    con.register("__tk_fix", fix)
+    try:
+        _update(con, source_id, "__tk_fix", ids[0].as_py(), ids[-1].as_py())
+    finally:
+        con.unregister("__tk_fix")
 
 
 def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
@@ -113,13 +137,7 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
                       params={"sid": source_id}).to_arrow_table()
         fix = _nest_table(tbl)
         del tbl
-        fix = fix.sort_by("event_id")
-        ids = fix.column("event_id")
-        con.register("__tk_fix", fix)
-        try:
-            _update(con, source_id, "__tk_fix", ids[0].as_py(), ids[-1].as_py())
-        finally:
-            con.unregister("__tk_fix")
+        _write_back(con, source_id, fix)
         return
     con.execute(f"""CREATE OR REPLACE TEMP TABLE __tk_nord AS SELECT {_NEST_COLS} FROM events
                     WHERE source_id = $sid AND depth IS NULL ORDER BY {_NEST_ORDER}""", {"sid": source_id})
@@ -269,14 +287,6 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
                      "parent_id": pa.array(parent, pa.int64())})
 
 
-_TRACK = ("pid", "tid", "device_id", "stream_id")
-
-
-def _rows(buf) -> pa.Array:
-    """int64 row numbers given as bytes."""
-    return pa.Array.from_buffers(pa.int64(), len(buf) // 8, [None, pa.py_buffer(buf)])
-
-
 def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list) -> None:
     """Nest again the whole of each track of ``tracks`` ((pid, tid, device_id, stream_id) each:
     those whose rows the reader got out of order, `StreamNesting.late_tracks`), and write back
@@ -308,14 +318,9 @@ def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list)
 
     keep = pc.and_(same(fix.column("depth"), rows.column("depth").cast(pa.int32())),
                    same(fix.column("parent_id"), rows.column("parent_id")))
-    changed = fix.filter(pc.invert(keep)).sort_by("event_id")
+    changed = fix.filter(pc.invert(keep))
     if changed.num_rows:
-        ids = changed.column("event_id")
-        con.register("__tk_fix", changed)
-        try:
-            _update(con, source_id, "__tk_fix", ids[0].as_py(), ids[-1].as_py())
-        finally:
-            con.unregister("__tk_fix")
+        _write_back(con, source_id, changed)
 
 
 class StreamNesting:
@@ -329,10 +334,9 @@ class StreamNesting:
 
     A track whose rows arrive out of that order (a chunk holds one that sorts before a row of an
     earlier chunk: the Python-stack events that two real-world traces of the corpus write after
-    the ops they enclose; the trace-wide spans among the 179 MB capture's last events) is left
-    to the store: its later rows keep depth NULL, and `late_tracks` lists it,
-    so that the store resets its rows nested here and derives the whole track after the rows are
-    in (`_derive_nesting`, which nests the rows left NULL, per track)."""
+    the ops they enclose; CUPTI's overhead spans among the 179 MB capture's last events) is left
+    to the store: its later rows keep depth NULL, and `late_tracks` lists it, so that the store
+    nests the whole track again after the rows are in (`_renest_tracks`)."""
 
     def __init__(self):
         self.active = native is not None and NATIVE_NESTING and STREAM_NESTING
@@ -360,23 +364,12 @@ class StreamNesting:
                                for i, k in enumerate(_TRACK)}))
         rows = keyed(tbl).append_column("_row", pa.array(range(tbl.num_rows), pa.int64()))
         hit = rows.join(late, late.column_names, join_type="left semi").column("_row")
-        mask = pa.array([False] * tbl.num_rows, pa.bool_())
-        if len(hit):
-            mask = pc.is_in(pa.array(range(tbl.num_rows), pa.int64()), value_set=hit.combine_chunks())
-        return mask
+        return pc.is_in(rows.column("_row").combine_chunks(), value_set=hit.combine_chunks())
 
     def _nest(self, cols: pa.Table, k: int):
-        n = cols.num_rows
         cols = cols.combine_chunks()
-        args = []
-        for name in _TRACK:
-            args += _int64_buffers(cols.column(name).chunk(0) if cols.column(name).num_chunks
-                                   else pa.array([], pa.int64()))
-        for name in ("start_ns", "end_ns", "event_id"):
-            c = cols.column(name)
-            args.append(_int64_buffers(c.chunk(0) if c.num_chunks else pa.array([], pa.int64()))[0])
-        depth, parent, valid, kept, late = native.nest(n, *args, False, k)
-        return cols, depth, parent, valid, _rows(kept), _rows(late).to_pylist()
+        depth, parent, kept, late = _nested_columns(cols, False, k)
+        return cols, depth, parent, _rows(kept), _rows(late).to_pylist()
 
     def nested(self, batches: list) -> list:
         """The events batches of one chunk, in their order, with depth and parent_id set (NULL
@@ -384,15 +377,11 @@ class StreamNesting:
         if not batches or not self.active:
             return batches
         new = pa.Table.from_batches(batches).select(_NEST_COLS.split(", "))
-        m = new.num_rows
         carry = self._carry if self._carry is not None else new.schema.empty_table()
         while True:
             skip = self._late_mask(new)
-            rows = pa.array(range(m), pa.int64()) if skip is None else \
-                pc.indices_nonzero(pc.invert(skip))
-            part = new.take(rows) if skip is not None else new
-            cols, depth, parent, valid, kept, late = self._nest(pa.concat_tables([carry, part]),
-                                                                 carry.num_rows)
+            part = new if skip is None else new.filter(pc.invert(skip))
+            cols, d, p, kept, late = self._nest(pa.concat_tables([carry, part]), carry.num_rows)
             if not late:
                 break
             keys = self._keys(cols, late)
@@ -402,10 +391,8 @@ class StreamNesting:
             keep = self._late_mask(carry)
             if keep is not None:
                 carry = carry.filter(pc.invert(keep))
-        k, n = carry.num_rows, cols.num_rows
         self._carry = cols.take(kept)
-        d = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)]).slice(k)
-        p = pa.Array.from_buffers(pa.int64(), n, [valid and pa.py_buffer(valid), pa.py_buffer(parent)]).slice(k)
+        d, p = d.slice(carry.num_rows), p.slice(carry.num_rows)
         if skip is not None:  # back to the chunk's rows: NULL where left to the store
             at = pc.cumulative_sum(pc.invert(skip).cast(pa.int64()))
             pos = pc.if_else(skip, None, pc.subtract(at, 1))

@@ -312,8 +312,8 @@ class Store:
                        nested: list | None = None, gpu_pids_filled: int = 0) -> None:
         """The source's last steps: GPU rows' pid, events' nesting, the sources row.  ``nested``:
         the tracks (pid, tid, device_id, stream_id) whose events the reader began to nest and
-        left to the store: their results are reset and derived here with those of the events
-        the reader did not nest (`Adapter.nested`, `nesting.StreamNesting`).
+        left to the store: nested again whole here (`nesting._renest_tracks`); the events the
+        reader did not nest at all are nested after (`Adapter.nested`, `nesting.StreamNesting`).
         ``gpu_pids_filled``: how many GPU rows the reader gave a pid (`Adapter.gpu_pids_filled`)."""
         con = self._con
         # GPU work carries no pid in Kineto: take it from the launching API call (same correlation),

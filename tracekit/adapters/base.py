@@ -427,7 +427,7 @@ class Adapter:
         self._source: dict = {}
         # after read(): None when the reader left events.depth / parent_id to the store; else it
         # nested the events itself but those of the tracks listed, (pid, tid, device_id,
-        # stream_id) each, whose rows it nested are to be reset (nesting.StreamNesting)
+        # stream_id) each, which the store nests again whole (nesting.StreamNesting)
         self.nested: list[tuple] | None = None
         # after read(): how many GPU rows (kernels, memops, syncs) the reader gave the pid of their
         # launching API call (Kineto: kineto/gpu_pid.py), which the store checks
