@@ -77,11 +77,17 @@
 --   ncu_dram_pct       DOUBLE   ncu DRAM throughput, % of peak
 --   ncu_sm_pct         DOUBLE   ncu compute (SM) throughput, % of peak
 CREATE OR REPLACE VIEW roofline AS
-WITH op AS (  -- op ranges with the raw text of their shapes, as each format records them (lib/ops)
-    SELECT source_id, event_id, pid, tid, start_ns, end_ns, category,
-           tk_op_name(category, name) AS op, tk_op_dims_json(category, name, args) AS dims_json
+WITH op0 AS (  -- op ranges with their args parsed once (lib/ops: tk_op_args_json)
+    SELECT source_id, event_id, pid, tid, start_ns, end_ns, category, name, tk_op_args_json(args) AS a
     FROM events
     WHERE tk_is_op_range(category, name) AND pid IS NOT NULL AND end_ns > start_ns
+),
+op AS MATERIALIZED (  -- op ranges with the raw text of their shapes, types and argument values, as each format
+         -- records them (lib/ops), and torch's own FLOPs
+    SELECT source_id, event_id, pid, tid, start_ns, end_ns, tk_op_name(category, name) AS op,
+           tk_op_dims_json(category, name, a) AS dims_json, tk_op_types_json(category, a) AS types_json,
+           tk_op_concrete_json(category, a) AS concrete_json, tk_op_torch_flops(a) AS torch_flops
+    FROM op0
 ),
 shape AS (  -- each distinct (operator, shapes text) once: its sizes, class and whether it has a model
     SELECT op, dims_json, dims, cls,
@@ -92,17 +98,17 @@ shape AS (  -- each distinct (operator, shapes text) once: its sizes, class and 
           FROM (SELECT DISTINCT op, dims_json FROM op WHERE dims_json IS NOT NULL))
 ),
 m AS (  -- the calls with a model
-    SELECT op.source_id, op.event_id, op.pid, op.tid, op.start_ns, op.end_ns, op.category, op.op,
-           op.dims_json, shape.cls
+    SELECT op.source_id, op.event_id, op.pid, op.tid, op.start_ns, op.end_ns, op.op, op.dims_json,
+           op.types_json, op.concrete_json, op.torch_flops, shape.cls
     FROM op JOIN shape ON shape.op = op.op AND shape.dims_json = op.dims_json
     WHERE shape.modelled
 ),
 rng AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, event_id AS range_id, start_ns, end_ns FROM m),
+l AS (SELECT row_number() OVER () AS point_id, * FROM gpu_launches),
 kd AS (  -- the dtype each GPU operation's name spells, once per distinct name
     SELECT name, dtype, tk_dtype_bytes(dtype) AS dtype_bytes
-    FROM (SELECT name, tk_kernel_dtype(name) AS dtype FROM (SELECT DISTINCT name FROM gpu_launches))
+    FROM (SELECT name, tk_kernel_dtype(name) AS dtype FROM (SELECT DISTINCT name FROM l))
 ),
-l AS (SELECT row_number() OVER () AS point_id, * FROM gpu_launches),
 pts AS (SELECT {'s': source_id, 'p': pid, 't': tid} AS key, point_id, api_start_ns AS ts FROM l),
 pick AS (  -- each launch's call: outermost FLOP-class call, else innermost modelled call
     SELECT e.point_id, e.range_id AS event_id
@@ -141,16 +147,13 @@ peaks AS (  -- each GPU's peaks: the first pattern of tk_device_peaks() its name
     LEFT JOIN tk_device_peaks() p ON regexp_matches(d.name, p.pattern, 'i')
     QUALIFY row_number() OVER (PARTITION BY d.source_id, d.device_id ORDER BY p.priority NULLS LAST) = 1
 ),
-mw AS (  -- the calls with work, with the raw text of their types and argument values
+mw AS (  -- the calls with work
     SELECT m.source_id, m.event_id, m.pid, m.tid, m.start_ns, m.end_ns, m.cls, m.op, m.dims_json,
-           tk_op_types_json(m.category, e.args) AS types_json,
-           tk_op_concrete_json(m.category, e.args) AS concrete_json,
-           TRY_CAST(json_extract_string(e.args, '$.flops') AS DOUBLE) AS torch_flops,
+           m.types_json, m.concrete_json, m.torch_flops,
            w.gpu_ops, w.gpu_ns, w.gpu_start_ns, w.gpu_end_ns, w.main.name AS kernel,
            w.main.device_id AS device_id, w.main.start_ns AS kernel_start_ns,
            w.kernel_dtype, s.dtype AS src_dtype
     FROM m JOIN work w USING (source_id, event_id)
-    JOIN events e ON e.source_id = m.source_id AND e.event_id = m.event_id
     LEFT JOIN src_dtype s ON s.source_id = m.source_id
 ),
 model_in AS (  -- each distinct (call shapes, types, values, kernel dtypes) once

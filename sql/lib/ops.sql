@@ -27,11 +27,17 @@
 -- tk_op_concrete(category, args) -> VARCHAR[]
 --   the "Concrete Inputs" (argument values as text; '' for tensors); NULL for nsys.
 --
--- tk_op_dims_json(category, name, args), tk_op_types_json(category, args),
--- tk_op_concrete_json(category, args) -> JSON
---   the raw JSON text each of the three above reads (their first step); tk_dims_of_json(j),
---   tk_types_of_json(j), tk_concrete_of_json(j) -> their second step, so that a view can parse
---   each distinct text once: tk_op_dims(c, n, a) = tk_dims_of_json(tk_op_dims_json(c, n, a)),
+-- tk_op_args_json(args) -> JSON[]
+--   the parts of a Kineto op's args the models read, parsed once: ["Input Dims", "Input type",
+--   "Concrete Inputs", "flops"] (each NULL where absent).
+--
+-- tk_op_dims_json(category, name, a), tk_op_types_json(category, a), tk_op_concrete_json(category, a)
+--   -> JSON; tk_op_torch_flops(a) -> DOUBLE
+--   with a = tk_op_args_json(args): the raw JSON text each of tk_op_dims, tk_op_types and
+--   tk_op_concrete reads (their first step), and torch's own "flops" figure (with_flops; NULL
+--   where the trace has none); tk_dims_of_json(j), tk_types_of_json(j), tk_concrete_of_json(j) ->
+--   their second step, so that a view can parse each args once and each distinct text once:
+--   tk_op_dims(c, n, args) = tk_dims_of_json(tk_op_dims_json(c, n, tk_op_args_json(args))),
 --   likewise the others.
 --
 -- tk_numel(dims) -> BIGINT
@@ -107,10 +113,15 @@
 CREATE OR REPLACE MACRO tk_op_name(category, name) AS
     CASE WHEN category = 'nvtx' THEN regexp_extract(name, '^([^,]+)', 1) ELSE name END;
 
-CREATE OR REPLACE MACRO tk_op_dims_json(category, name, args) AS
+CREATE OR REPLACE MACRO tk_op_args_json(args) AS
+    json_extract(args, ['$."Input Dims"', '$."Input type"', '$."Concrete Inputs"', '$.flops']);
+
+CREATE OR REPLACE MACRO tk_op_dims_json(category, name, a) AS
     CASE WHEN category = 'nvtx'
          THEN TRY_CAST(nullif(regexp_extract(name, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '') AS JSON)
-         ELSE json_extract(args, '$."Input Dims"') END;
+         ELSE a[1] END;
+
+CREATE OR REPLACE MACRO tk_op_torch_flops(a) AS TRY_CAST(json_extract_string(a[4], '$') AS DOUBLE);
 
 CREATE OR REPLACE MACRO tk_dims_of_json(j) AS
     flatten(list_transform(
@@ -118,23 +129,23 @@ CREATE OR REPLACE MACRO tk_dims_of_json(j) AS
         lambda x: CASE WHEN json_type(x, '$[0]') = 'ARRAY' THEN TRY_CAST(x AS BIGINT[][])
                        ELSE [TRY_CAST(x AS BIGINT[])] END));
 
-CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS tk_dims_of_json(tk_op_dims_json(category, name, args));
+CREATE OR REPLACE MACRO tk_op_dims(category, name, args) AS
+    tk_dims_of_json(tk_op_dims_json(category, name, tk_op_args_json(args)));
 
-CREATE OR REPLACE MACRO tk_op_types_json(category, args) AS
-    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Input type"') END;
+CREATE OR REPLACE MACRO tk_op_types_json(category, a) AS CASE WHEN category = 'cpu_op' THEN a[2] END;
 
 CREATE OR REPLACE MACRO tk_types_of_json(j) AS
     CASE WHEN NOT coalesce(list_contains(TRY_CAST(j AS VARCHAR[]), 'TensorList'), false)
          THEN TRY_CAST(j AS VARCHAR[]) END;
 
-CREATE OR REPLACE MACRO tk_op_types(category, args) AS tk_types_of_json(tk_op_types_json(category, args));
+CREATE OR REPLACE MACRO tk_op_types(category, args) AS tk_types_of_json(tk_op_types_json(category, tk_op_args_json(args)));
 
-CREATE OR REPLACE MACRO tk_op_concrete_json(category, args) AS
-    CASE WHEN category = 'cpu_op' THEN json_extract(args, '$."Concrete Inputs"') END;
+CREATE OR REPLACE MACRO tk_op_concrete_json(category, a) AS CASE WHEN category = 'cpu_op' THEN a[3] END;
 
 CREATE OR REPLACE MACRO tk_concrete_of_json(j) AS TRY_CAST(j AS VARCHAR[]);
 
-CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS tk_concrete_of_json(tk_op_concrete_json(category, args));
+CREATE OR REPLACE MACRO tk_op_concrete(category, args) AS
+    tk_concrete_of_json(tk_op_concrete_json(category, tk_op_args_json(args)));
 
 CREATE OR REPLACE MACRO tk_numel(dims) AS
     CASE WHEN dims IS NULL OR len(dims) = 0 THEN 0

@@ -547,6 +547,16 @@ def rule_json_type(node):
     return node
 
 
+def rule_json_paths(node):
+    """json_extract(j, [path, ...]) (one parse, a list of values) -> array(get_json_object(j,
+    path), ...): Spark's get_json_object takes one path."""
+    if isinstance(node, exp.JSONExtract) and isinstance(node.expression, exp.Array):
+        duck = _DuckDB()
+        return exp.Array(expressions=[exp.JSONExtract(this=node.this.copy(), expression=duck.to_json_path(p.copy()))
+                                      for p in node.expression.expressions])
+    return node
+
+
 def _seq(start, end, step=None) -> exp.Expression:
     """range(start, end[, step]) as a Spark array: sequence(start, end - 1) when not empty."""
     start = exp.cast(start, "BIGINT")
@@ -817,7 +827,7 @@ def _printf_specs(node):
 
 _RULES = (rule_asof, rule_range, rule_list_index, rule_array_size, rule_lambda_index, rule_list_functions,
           rule_regexp, rule_arg_extreme, rule_quantile, rule_ordered_aggregates, rule_exclude,
-          rule_int_division, rule_casts, rule_json_type, rule_row_number_unordered, rule_cte_materialized,
+          rule_int_division, rule_casts, rule_json_type, rule_json_paths, rule_row_number_unordered, rule_cte_materialized,
           rule_lateral_values, rule_printf)
 
 
