@@ -393,3 +393,29 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
 
     a, b, c = (content(tmp_path / f"{x}.duckdb") for x in "abc")
     assert a == b == c and len(a[0]) >= len(views.all_views()) and len(a[2]) == 37
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_damaged_template_is_dropped_not_fatal(tmp_path, monkeypatch, damage):
+    """A template that is not a whole DuckDB file (a truncated copy, a full disk, garbage) does not
+    stop conversions: the store starts empty and gets the views written, as without a cache, the
+    damaged template is deleted and the next conversion makes it again."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(store.CACHE_ENV, str(cache))
+    tracekit.convert(DECODE, db=tmp_path / "a.duckdb")
+    tpl = store._template_path()
+    good = tpl.read_bytes()
+    tpl.write_bytes({"garbage": b"not a duckdb file", "truncated": good[:5000], "empty": b""}[damage])
+    wrote = []
+    real = store.persist_views
+    monkeypatch.setattr(store, "persist_views", lambda con: wrote.append(real(con)) or wrote[-1])
+    tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
+    assert wrote == [True] and not tpl.exists()  # views written into the store; template dropped
+    tracekit.convert(DECODE, db=tmp_path / "c.duckdb")
+    assert wrote == [True, True] and tpl.exists()  # made again (views written there)
+    for x in "bc":
+        con = duckdb.connect(str(tmp_path / f"{x}.duckdb"), read_only=True)
+        try:
+            assert len(con.execute(HOT).fetchall()) == 37
+        finally:
+            con.close()

@@ -634,6 +634,11 @@ def _template_key() -> str:
     return h.hexdigest()[:16]
 
 
+def _template_path() -> Path | None:
+    d = _cache_dir()
+    return None if d is None else d / f"store-template-{_template_key()}.duckdb"
+
+
 def _from_template(tmp: Path) -> bool:
     """Start a new store as a copy of the template: an empty store with the tables, the views and
     the macros already written (`persist_views`), which writing them into every new store would
@@ -641,10 +646,10 @@ def _from_template(tmp: Path) -> bool:
     tracekit, SQL, schema and DuckDB (its name is a hash of them) in the cache folder
     (`CACHE_ENV`); False, having written nothing at ``tmp``, when there is none and none can be
     made (a read-only home): the store then starts empty, as without a cache."""
-    d = _cache_dir()
-    if d is None:
+    tpl = _template_path()
+    if tpl is None:
         return False
-    tpl = d / f"store-template-{_template_key()}.duckdb"
+    d = tpl.parent
     try:
         if not tpl.exists():
             d.mkdir(parents=True, exist_ok=True)
@@ -699,7 +704,17 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
         # a copy of the template has this tracekit's views and macros: nothing to persist
         templated = persist and not (path.exists() and not replace) and _from_template(tmp)
         try:
-            st = Store(tmp, label=str(path))
+            try:
+                st = Store(tmp, label=str(path))
+            except Exception:
+                if not templated:
+                    raise
+                # a damaged template (a truncated copy, a full disk): drop it and start empty, as
+                # without a cache; the next conversion makes it again
+                for p in (tmp, Path(f"{tmp}.wal"), _template_path()):
+                    p.unlink(missing_ok=True)
+                templated = False
+                st = Store(tmp, label=str(path))
         except BaseException:
             for p in (tmp, Path(f"{tmp}.wal")):
                 p.unlink(missing_ok=True)
