@@ -193,6 +193,34 @@ def issue24(rep: Report, py: str, a, trace: Path, db: Path, work: Path) -> None:
             None, f"<= 0.1 s each ({len(slow)} of {len(v)} over)", not slow)
 
 
+_SPEED = """
+import time, duckdb
+con = duckdb.connect()
+con.execute("SET threads = 2")
+con.execute("CREATE TABLE t AS SELECT range AS i FROM range(20000000)")
+loop, scan, scan_cpu = [], [], []
+for _ in range(3):
+    t, s = time.perf_counter(), 0
+    for i in range(2_000_000):
+        s += i * i
+    loop.append(time.perf_counter() - t)
+    t, c = time.perf_counter(), time.process_time()
+    con.execute("SELECT sum(hash(i) % 1000) FROM t").fetchall()
+    scan.append(time.perf_counter() - t)
+    scan_cpu.append(time.process_time() - c)
+print(f"Python loop {min(loop):.3f} s, DuckDB 2-thread scan {min(scan):.3f} s ({min(scan_cpu):.3f} s CPU)")
+"""
+
+
+def machine_speed() -> str:
+    """This machine's speed now, for comparing runs: the load average misses the CPU a VM loses to
+    other tenants, and on 2 cores that moves every timing. A fixed pure-Python loop (one core) and
+    a DuckDB scan on 2 threads, the best of 3 each (seconds; lower is faster), in a child process
+    (its 160 MB table would otherwise count in every job's peak RSS: see ``measure``)."""
+    r = subprocess.run([sys.executable, "-c", _SPEED], capture_output=True, text=True)
+    return "machine speed: " + (r.stdout.strip() or f"not measured ({r.stderr.strip()[-200:]})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kineto", type=Path, help="a real ~500k-event Kineto trace (default: replicate the fixture)")
@@ -217,6 +245,7 @@ def main() -> int:
     rep = Report()
     print(f"tracekit benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
           f"work dir {work}", flush=True)
+    print(machine_speed(), flush=True)
     # tracekit's bytecode compiled once, as `pip install` does for an installed package (and for
     # the peers in their environments): an editable checkout under PYTHONDONTWRITEBYTECODE=1
     # would otherwise compile every module in every measured process (~0.05 s each)
@@ -349,7 +378,8 @@ def main() -> int:
             rep.add("CLI start-up", "tracekit " + " ".join(args), m, None, "<= 0.5 s", m["wall"] <= 0.5)
 
     rep.print()
-    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (timings on a shared machine vary)")
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (timings on a shared machine vary); "
+          + machine_speed())
     return 0
 
 
