@@ -36,9 +36,10 @@
 --   ncu_*          = where `ncu_timeline_match` paired an ncu result with the call's main kernel
 --     (its longest): `kernel_bounds`' measured roofline class, DRAM and SM throughput.
 -- Parameters: latency_pct (default 40), peak_tflops, peak_tbps.
--- Method (no effect on the result): the shapes, types and argument values are parsed and the
---   FLOPs and bytes modelled once per distinct (operator, shapes text, types text, values text,
---   kernel dtypes), not once per call (a decode step repeats the same few hundred).
+-- Method (no effect on the result): each call's args are parsed once (`tk_op_args_json`: shapes,
+--   types, values and torch's FLOPs together); the shape lists are then read and the FLOPs and
+--   bytes modelled once per distinct (operator, shapes text, types text, values text, kernel
+--   dtypes), not once per call (a decode step repeats the same few hundred).
 --
 -- Uses: gpu_launches, ncu_timeline_match, kernel_bounds
 --
