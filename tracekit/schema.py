@@ -516,6 +516,9 @@ TABLES: tuple[Table, ...] = (
 )
 
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+#: the tables of GPU work whose pid is that of the API call that launched it (same correlation_id):
+#: Kineto gives GPU rows none (the reader fills it, kineto/gpu_pid.py; the store completes it)
+GPU_TABLES: tuple[str, ...] = ("kernels", "memops", "syncs")
 
 
 def table(name: str) -> Table:

@@ -321,14 +321,14 @@ class Store:
         # calls it saw before (kineto/gpu_pid.py): those that another call contradicts are taken
         # back here (an UPDATE of no rows, as a rule), then the rows without one are filled.
         if gpu_pids_filled:
-            for t in ("kernels", "memops", "syncs"):
+            for t in schema.GPU_TABLES:
                 con.execute(
                     f"""UPDATE {t} AS g SET pid = NULL FROM api_calls AS a
                         WHERE g.source_id = $sid AND a.source_id = $sid AND g.pid IS NOT NULL
                           AND a.correlation_id = g.correlation_id AND a.pid <> g.pid""", {"sid": source_id})
         # The correlation -> pid map is built once, and only when some GPU row lacks its pid
         # (nsys rows have it: no pass over its millions of API calls)
-        need = [t for t in ("kernels", "memops", "syncs") if con.execute(
+        need = [t for t in schema.GPU_TABLES if con.execute(
             f"SELECT 1 FROM {t} WHERE source_id = $sid AND pid IS NULL AND correlation_id IS NOT NULL "
             "LIMIT 1", {"sid": source_id}).fetchone()]
         if need:

@@ -11,11 +11,12 @@ import msgspec
 
 from ...names import short_kernel_name
 from ...nesting import StreamNesting
+from ...schema import GPU_TABLES
 from ..base import Adapter, Builders, TraceError
 from . import flows as flow_rule
 from .columnar import ColumnarReader
 from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array)
-from .gpu_pid import GPU_TABLES, LaunchPids
+from .gpu_pid import LaunchPids
 from .mapping import _int
 from .memory import split_memory
 from .rows import RowReader

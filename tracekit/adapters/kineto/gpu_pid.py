@@ -14,7 +14,6 @@ from itertools import islice
 
 import pyarrow as pa
 
-GPU_TABLES = ("kernels", "memops", "syncs")
 #: correlation ids remembered at most (~70 bytes each); the oldest are forgotten beyond
 LIMIT = 1 << 16
 _SEVERAL = object()  # calls with this correlation name several pids
