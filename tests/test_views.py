@@ -190,6 +190,87 @@ def test_views_are_created_when_first_needed(convert):
         assert len(_view_names(st.con)) == len(views.all_views()) == 43
 
 
+def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
+    """A read-only session keeps a shared view's rows once a second query needs them, one of the
+    two through another view; one query is planned whole (nothing kept), and so is a view that
+    queries only name directly; a store open for writing keeps nothing; the kept view answers
+    with the view's own column types."""
+    from tracekit.store import Store
+
+    opened = convert(FIXTURES / "kineto" / "graphs.json.gz")
+    path = opened.path
+    opened.close()  # (a store open for writing needs the file to itself)
+    with Store(path, read_only=True) as st:
+        plain = sorted(st.rows("select * from phase_idle"), key=str)
+        assert st._kept == {}  # one query: idle_gaps and gpu_launches were planned inside it
+    with Store(path, read_only=True) as st:
+        plain_types = st.con.sql("select * from idle_gaps").types  # (`con` counts no need)
+        for _ in range(2):
+            assert st.rows("select * from idle_gaps")
+        assert st._kept == {}  # named directly only
+        assert sorted(st.rows("select * from phase_idle"), key=str) == plain
+        assert set(st._kept) == {"idle_gaps"}  # its third need, the first through a view
+        assert sorted(st.rows("select * from phase_idle"), key=str) == plain
+        assert {"idle_gaps", "gpu_launches"} <= set(st._kept)  # gpu_launches: its second need
+        assert "__tk_kept_idle_gaps" in st.one("select sql from duckdb_views() where view_name = 'idle_gaps'")
+        assert st.sql("select * from idle_gaps").types == plain_types
+        assert set(st._kept) <= views.kept_views()
+    with Store(path, read_only=True) as st:  # over KEEP_MAX_BYTES: dropped, and no more kept
+        import tracekit.store as S
+
+        was, S.KEEP_MAX_BYTES = S.KEEP_MAX_BYTES, 1
+        try:
+            for _ in range(2):
+                assert sorted(st.rows("select * from phase_idle"), key=str) == plain
+        finally:
+            S.KEEP_MAX_BYTES = was
+        assert st._kept == {} and not st._keep
+    with Store(path) as st:  # open for writing: tables may change, nothing is kept
+        for _ in range(3):
+            st.rows("select * from phase_idle")
+        assert st._kept == {}
+
+
+def test_a_views_parameters_include_those_of_the_views_it_reads():
+    """What decides whether kept rows are stale: a view's parameters and its shared views'
+    (the library's macros read none, so the views' own texts are the whole list)."""
+    assert views.parameters("idle_gaps") == views.parameters("phase_idle") == ("kernel_wait_ns",)
+    assert views.parameters("steady_state") == ("kernel_wait_ns", "min_step_repeats")
+    assert {"latency_pct", "peak_tflops", "peak_tbps", "bound_low_pct"} <= set(views.parameters("phase_roofline"))
+    assert views.parameters("gpu_launches") == ()
+    assert not [p for p, text in views.library() if "getvariable" in text.lower()]
+
+
+def test_a_changed_parameter_drops_the_kept_rows(convert):
+    """Rows kept with one value of a parameter are never answered for another: a query through the
+    store computes them again; a query on `con` itself (which does not look) fails, in one line."""
+    import duckdb
+    import tracekit
+
+    st = convert(FIXTURES / "kineto" / "decode_b1.json.gz")
+    q = "select cause, count(*) from idle_gaps where scope = 'stream' group by all order by all"
+    st.rows("select * from phase_idle")
+    st.rows("select * from phase_idle")
+    assert st._kept["idle_gaps"] == {"kernel_wait_ns": None}
+    default = st.rows(q)
+    assert dict(default).get("kernel_wait", 0) > 0
+    st.con.execute("SET VARIABLE kernel_wait_ns = 0")
+    changed = st.rows(q)
+    assert "idle_gaps" not in st._kept  # dropped, back to its definition
+    assert dict(changed).get("kernel_wait", 0) == 0 and changed != default
+    with tracekit.open(st.path) as fresh:
+        fresh.con.execute("SET VARIABLE kernel_wait_ns = 0")
+        assert fresh.rows(q) == changed
+    st.rows("select * from phase_idle")
+    st.rows("select * from phase_idle")
+    assert st._kept["idle_gaps"] == {"kernel_wait_ns": "0"}
+    con = st.con
+    con.execute("SET VARIABLE kernel_wait_ns = 30000")
+    with pytest.raises(duckdb.Error, match="view idle_gaps were kept with parameters kernel_wait_ns=0"):
+        con.execute(q).fetchall()
+    assert st.rows(q) == default  # through the store: computed again with the new value
+
+
 def test_utilization_timeline_empty_buckets_are_idle(convert):
     """A bucket that no busy period touches is 0 % busy (it was 100 %: a LEFT JOIN's NULLs through
     least/greatest, which skip NULLs). The buckets add up to gpu_utilization's busy time."""

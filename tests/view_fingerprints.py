@@ -50,7 +50,11 @@ def _cell(v):
     return v
 
 
-def fingerprints(views=None, stores=None, base=FIX) -> dict:
+def fingerprints(views=None, stores=None, base=FIX, kept: dict | None = None) -> dict:
+    """Per store, per view: [rows, md5].  With ``kept`` (a dict), each view is queried twice
+    through ``Store.rows`` instead, the second answer counts (so the shared views that it reads
+    are by then kept rows: store.py, "shared views, computed once"), and ``kept[store]`` gets the
+    views that were kept."""
     import tracekit
     from tracekit import views as V
 
@@ -64,9 +68,14 @@ def fingerprints(views=None, stores=None, base=FIX) -> dict:
             for v in V.all_views():
                 if views and v.name not in views:
                     continue
-                rows = st.con.execute(f"SELECT * FROM {v.name}").fetchall()
+                q = f"SELECT * FROM {v.name}"
+                if kept is not None:
+                    st.rows(q)
+                rows = st.rows(q) if kept is not None else st.con.execute(q).fetchall()
                 texts = sorted(json.dumps(_cell(list(r)), default=str) for r in rows)
                 got[v.name] = [len(rows), hashlib.md5("\n".join(texts).encode()).hexdigest()]
+            if kept is not None:
+                kept[name] = sorted(st._kept)
             st.close()
             out[name] = got
     return out

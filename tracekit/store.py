@@ -58,6 +58,12 @@ ROW_GROUP_SIZE = 32768
 # decode_b1: the same file size (5.8 MB) and convert time within noise.  A store keeps the format
 # it was created in (adding sources does not change it).
 STORAGE_VERSION = "v1.5.0"
+# Rows per Arrow batch of a shared view's kept rows (Store._keep_view: each batch's text columns
+# are dictionary-encoded as it comes, so a batch of long names is the most held twice).
+KEEP_BATCH_ROWS = 16384
+# At most this many bytes of kept rows per session (the 179 MB Kineto capture's 16 shared views
+# take 69 MB; beyond the cap a session keeps no more).
+KEEP_MAX_BYTES = 256 << 20
 
 
 
@@ -142,6 +148,7 @@ class Store:
             _create_tables(self._con)
         self._views: set[str] = set()  # the views created so far
         self._library = False  # the macros of sql/lib/ created
+        self._init_kept(read_only)
         self.sandboxed = read_only if sandbox is None else bool(sandbox)
         locked = self._con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
         if self.sandboxed and not locked:  # (a second connection to one database shares its settings)
@@ -181,18 +188,123 @@ class Store:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection, with every view of sql/ registered."""
-        return self._for(" ".join(v.name for v in views.all_views()))  # a text naming them all
+        return self._for(" ".join(v.name for v in views.all_views()), keep=False)  # a text naming them all
 
-    def _for(self, query: str) -> duckdb.DuckDBPyConnection:
-        """The connection, with the views that the query names registered."""
+    def _for(self, query: str, keep: bool = True) -> duckdb.DuckDBPyConnection:
+        """The connection, with the views that the query names registered (and, with ``keep``,
+        the shared views it reads through them kept, see below)."""
         if not self._library:
             views.register_library(self._con)
             self._library = True
-        need = [n for n in views.referenced(query) if n not in self._views]
+        names = views.referenced(query)
+        need = [n for n in names if n not in self._views]
         if need:
             views.register(self._con, need)
             self._views.update(need)
+        if keep and self._keep:
+            self._keep_shared(names)
         return self._con
+
+    # -- shared views, computed once ---------------------------------------------------------
+    # A session of queries on a store that nothing writes (opened read-only, or a Parquet
+    # export) keeps the rows of a shared view (`views.kept_views()`: gpu_launches, idle_gaps,
+    # roofline, phase_ops ...) once a second query needs them, one of the two reading them
+    # through another view, and reads them from then on instead of computing them inside every
+    # query again: `tracekit diagnose`, a notebook, a script of several statements. One query
+    # alone is planned whole, as before (DuckDB can then push its filters into the shared
+    # views), and so is a view that queries only ever name directly. The rows are kept as
+    # Arrow, text columns dictionary-encoded (a kernel name of 360 characters is stored once, not
+    # once per row), and read back with the view's own column types. When a parameter they
+    # depend on changes (`--param`, SET VARIABLE), every kept view is dropped and computed again
+    # when needed; a query on `con` itself, which does not look, fails instead of answering with
+    # the old value. `Store.con` never keeps. A session keeps at most KEEP_MAX_BYTES of rows
+    # (a multi-rank store's views outgrow it: then the rest is computed in each query, as
+    # before). Figures: docs/scaling.md ("Shared views, computed once").
+    def _init_kept(self, keep: bool) -> None:
+        self._keep = bool(keep)
+        self._needs: dict[str, int] = {}  # shared view -> queries that needed it
+        self._through: set[str] = set()  # shared views that a query read through another view
+        self._kept: dict[str, dict] = {}  # kept view -> the parameter values it was computed with
+        self._kept_rows: dict[str, pa.Table] = {}
+
+    def _keep_shared(self, names: list[str]) -> None:
+        shared = [n for n in names if n in views.kept_views()]
+        if not shared and names:
+            return
+        if self._kept:
+            values = self._parameter_values()
+            if any(values[p] != v for kept in self._kept.values() for p, v in kept.items()):
+                self._drop_kept()
+        self._through.update(views.read_within(names))
+        for n in shared:  # creation order: the shared views a view reads are kept before it
+            if n not in self._kept and self._keep:
+                self._needs[n] = self._needs.get(n, 0) + 1
+                if self._needs[n] >= 2 and n in self._through:
+                    self._keep_view(n)
+
+    def keep(self, *names: str) -> list[str]:
+        """Compute the shared views that ``names`` are or read (`views.kept_views()`) now, and
+        keep their rows for this session (see "shared views, computed once" above): for a caller
+        that will read them in several queries (`tracekit diagnose` reads roofline in two rules).
+        Returns the views kept now or before; none on a store open for writing."""
+        order = views.referenced(" ".join(names))
+        self._for(" ".join(names), keep=False)
+        if self._kept:
+            self._keep_shared([])  # (drops rows kept with other parameter values)
+        for n in order:
+            if n in views.kept_views() and n not in self._kept and self._keep:
+                self._keep_view(n)
+        return [n for n in order if n in self._kept]
+
+    def _parameter_values(self) -> dict[str, str | None]:
+        """The current value (as text; None: unset) of every parameter a shared view reads."""
+        params = sorted({p for n in views.kept_views() for p in views.parameters(n)})
+        if not params:
+            return {}
+        row = self._con.execute("SELECT " + ", ".join(f"getvariable('{p}')::VARCHAR" for p in params)).fetchall()[0]
+        return dict(zip(params, row))
+
+    def _keep_view(self, name: str) -> None:
+        """Keep view ``name``'s rows (its shared views kept already); beyond KEEP_MAX_BYTES, drop
+        them again and keep no more in this session."""
+        values = self._parameter_values()
+        values = {p: values[p] for p in views.parameters(name)}
+        rel = self._con.sql(f"SELECT * FROM {name}")
+        cols, types = rel.columns, [str(t) for t in rel.types]
+        reader = rel.to_arrow_reader(KEEP_BATCH_ROWS)
+        batches = [_dictionary_text(b) for b in reader]
+        rows = pa.Table.from_batches(batches, schema=batches[0].schema if batches
+                                     else _dictionary_text(reader.schema.empty_table()).schema)
+        table = f"__tk_kept_{name}"
+        self._con.register(table, rows)
+        back = [str(t) for t in self._con.sql(f"SELECT * FROM {table}").types]
+        select = ", ".join(_ident(c) if b == t else f"CAST({_ident(c)} AS {t}) AS {_ident(c)}"
+                           for c, t, b in zip(cols, types, back))
+        where = ""
+        if values:
+            same = " AND ".join(f"getvariable('{p}')::VARCHAR IS NOT DISTINCT FROM {_sql_lit(v)}"
+                                for p, v in values.items())
+            msg = (f"tracekit: the rows of view {name} were kept with parameters "
+                   + ", ".join(f"{p}={v}" for p, v in values.items())
+                   + " and one has changed since; run the query through tracekit (Store.sql, "
+                   "tracekit.open(...).sql, tracekit sql), which computes them again")
+            where = f" WHERE (SELECT CASE WHEN {same} THEN true ELSE error({_sql_lit(msg)}) END)"
+        self._con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {select} FROM {table}{where}")
+        self._kept[name] = values
+        self._kept_rows[name] = rows
+        if sum(t.nbytes for t in self._kept_rows.values()) > KEEP_MAX_BYTES:
+            self._drop_kept([name])  # too big to hold: this session keeps no more
+            self._keep = False
+
+    def _drop_kept(self, which: list[str] | None = None) -> None:
+        """Kept views (``which``; None: all) back to their definitions (computed in each query
+        again)."""
+        names = [n for n in views.creation_order() if n in self._kept and (which is None or n in which)]
+        views.register(self._con, names)
+        for n in names:
+            self._con.unregister(f"__tk_kept_{n}")
+            del self._kept[n], self._kept_rows[n]
+            self._needs.pop(n, None)
 
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
         return self._for(query).sql(query, params=params)
@@ -428,6 +540,7 @@ def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
     st._con = duckdb.connect()
     st._views = set()
     st._library = False
+    st._init_kept(True)  # nothing writes the files while it is open
     st.sandboxed = bool(sandbox)
     kind = "TABLE" if sandbox else "VIEW"
     try:
@@ -888,6 +1001,24 @@ def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 def _sql_str(s: str) -> str:
     return s.replace("'", "''")
+
+
+def _sql_lit(v) -> str:
+    return "NULL" if v is None else "'" + _sql_str(str(v)) + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _dictionary_text(data):
+    """A record batch (or table) with its text columns dictionary-encoded (kept rows: see
+    `Store._keep_view`)."""
+    import pyarrow.compute as pc
+
+    cols = [pc.dictionary_encode(c) if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+            or pa.types.is_string_view(c.type) else c for c in data.columns]
+    return type(data).from_arrays(cols, names=data.schema.names)
 
 
 #: the JSON columns of each table, by position: handed to DuckDB as Arrow's JSON extension type

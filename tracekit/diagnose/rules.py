@@ -430,6 +430,7 @@ class _Rules:
         q = self.q
         if not (q.has("phase_roofline") and q.has("roofline")):
             return None
+        q.store.keep("roofline")  # read by both queries below: computed once
         cond = f"source_id = {sid}" + (f" AND phase = {lit(phase)}" if phase else "")
         pq = f"""SELECT phase, instances, bound, roof, dtype, pct_peak_flops, pct_peak_bytes, mfu_pct,
                         coverage_pct, flops, bytes, gpu_ns, intensity, tokens, bytes_per_token, flops_per_token,
