@@ -155,6 +155,27 @@ def test_tracekit_uses_its_own_views_not_the_stores(db, expected, tmp_path):
     con.close()
 
 
+def test_a_session_reads_the_stores_own_copies_while_they_are_unchanged(db, expected, tmp_path):
+    """A read-only session uses the store's copies (no TEMP view or macro created: each carries the
+    comment of this version's digest); one replaced by hand loses the comment, and the session
+    then creates its own, with the same rows."""
+    from tracekit import views
+
+    p = _copy(db, tmp_path)
+    with tracekit.open(p) as st:
+        assert st._copies_are_current()
+        assert st.rows(HOT) == expected["hot"] and st.rows(GAPS) == expected["gaps"]
+        assert st.one("select count(*) from duckdb_views() where temporary and not internal") == 0
+        assert st.one("select comment from duckdb_views() where view_name = 'idle_gaps'") == f"tracekit {views.digest()}"
+    con = duckdb.connect(str(p))
+    con.execute("create or replace macro tk_is_comm_kernel(name) as true")  # (same name, no comment)
+    con.close()
+    with tracekit.open(p) as st:
+        assert not st._copies_are_current()
+        assert st.rows(HOT) == expected["hot"] and st.rows(GAPS) == expected["gaps"]
+        assert st.one("select count(*) from duckdb_views() where temporary and not internal") >= 2
+
+
 def test_a_persisted_view_whose_macro_is_gone(db, expected, tmp_path):
     """A plain client gets DuckDB's one-line catalog error at query time (opening works);
     tracekit is unaffected (its own macros)."""
