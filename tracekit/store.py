@@ -259,7 +259,10 @@ class Store:
             if n not in self._kept and self._keep:
                 self._needs[n] = self._needs.get(n, 0) + 1
                 if self._needs[n] >= 2 and n in self._through:
-                    self._keep_view(n)
+                    try:
+                        self._keep_view(n)
+                    except duckdb.Error:  # (the query itself will say what is wrong, if it is)
+                        self._needs[n] = -(1 << 30)  # not tried again
 
     def keep(self, *names: str) -> list[str]:
         """Compute the shared views that ``names`` are or read (`views.kept_views()`) now, and
