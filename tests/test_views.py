@@ -225,6 +225,17 @@ def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
         finally:
             S.KEEP_MAX_BYTES = was
         assert st._kept == {} and not st._keep
+    with Store(path, read_only=True) as st:  # more GPU operations than KEEP_MAX_GPU_ROWS: none kept
+        import tracekit.store as S
+
+        was, S.KEEP_MAX_GPU_ROWS = S.KEEP_MAX_GPU_ROWS, st.one("select count(*) from gpu_activity") - 1
+        try:
+            for _ in range(2):
+                assert sorted(st.rows("select * from phase_idle"), key=str) == plain
+            assert st.keep("roofline") == []
+        finally:
+            S.KEEP_MAX_GPU_ROWS = was
+        assert st._kept == {} and not st._keep and st._small is False
     with Store(path) as st:  # open for writing: tables may change, nothing is kept
         for _ in range(3):
             st.rows("select * from phase_idle")

@@ -64,6 +64,11 @@ KEEP_BATCH_ROWS = 16384
 # At most this many bytes of kept rows per session (the 179 MB Kineto capture's 16 shared views
 # take 69 MB; beyond the cap a session keeps no more).
 KEEP_MAX_BYTES = 256 << 20
+# A store with more GPU operations (kernels + memops) keeps nothing: its shared views would take
+# more than KEEP_MAX_BYTES (~1.05 kB per operation for all 16 on the 179 MB capture), and finding
+# that out by computing them cost a 1 M-kernel store's second query 7.9 s and 1.5 GB more than
+# computing them inside the query (2.7 s).
+KEEP_MAX_GPU_ROWS = 200_000
 
 
 
@@ -236,13 +241,15 @@ class Store:
     # once per row), and read back with the view's own column types. When a parameter they
     # depend on changes (`--param`, SET VARIABLE), every kept view is dropped and computed again
     # when needed; a query on `con` itself, which does not look, fails instead of answering with
-    # the old value. `Store.con` never keeps. A session keeps at most KEEP_MAX_BYTES of rows
-    # (a multi-rank store's views outgrow it: then the rest is computed in each query, as
-    # before). Figures: docs/scaling.md ("Shared views, computed once").
+    # the old value. `Store.con` never keeps. A store of more than KEEP_MAX_GPU_ROWS GPU
+    # operations keeps nothing, and a session keeps at most KEEP_MAX_BYTES of rows (then the rest
+    # is computed in each query, as before). Figures: docs/scaling.md ("Shared views, computed
+    # once").
     def _init_kept(self, keep: bool) -> None:
         self._keep = bool(keep)
         self._needs: dict[str, int] = {}  # shared view -> queries that needed it
         self._through: set[str] = set()  # shared views that a query read through another view
+        self._small: bool | None = None  # `_small_enough`, once asked
         self._kept: dict[str, dict] = {}  # kept view -> the parameter values it was computed with
         self._kept_rows: dict[str, pa.Table] = {}
 
@@ -258,11 +265,20 @@ class Store:
         for n in shared:  # creation order: the shared views a view reads are kept before it
             if n not in self._kept and self._keep:
                 self._needs[n] = self._needs.get(n, 0) + 1
-                if self._needs[n] >= 2 and n in self._through:
+                if self._needs[n] >= 2 and n in self._through and self._small_enough():
                     try:
                         self._keep_view(n)
                     except duckdb.Error:  # (the query itself will say what is wrong, if it is)
                         self._needs[n] = -(1 << 30)  # not tried again
+
+    def _small_enough(self) -> bool:
+        """Whether this store's GPU operations are few enough to keep the shared views' rows
+        (KEEP_MAX_GPU_ROWS); asked once per session, and a store over it keeps nothing."""
+        if self._small is None:
+            n = self._con.execute("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memops)").fetchall()[0][0]
+            self._small = n <= KEEP_MAX_GPU_ROWS
+            self._keep = self._keep and self._small
+        return self._small
 
     def keep(self, *names: str) -> list[str]:
         """Compute the shared views that ``names`` are or read (`views.kept_views()`) now, and
@@ -274,7 +290,7 @@ class Store:
         if self._kept:
             self._keep_shared([])  # (drops rows kept with other parameter values)
         for n in order:
-            if n in views.kept_views() and n not in self._kept and self._keep:
+            if n in views.kept_views() and n not in self._kept and self._keep and self._small_enough():
                 self._keep_view(n)
         return [n for n in order if n in self._kept]
 
