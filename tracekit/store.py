@@ -255,12 +255,9 @@ class Store:
 
     def _keep_shared(self, names: list[str]) -> None:
         shared = [n for n in names if n in views.kept_views()]
-        if not shared and names:
+        if not shared:
             return
-        if self._kept:
-            values = self._parameter_values()
-            if any(values[p] != v for kept in self._kept.values() for p, v in kept.items()):
-                self._drop_kept()
+        self._drop_stale()
         self._through.update(views.read_within(names))
         for n in shared:  # creation order: the shared views a view reads are kept before it
             if n not in self._kept and self._keep:
@@ -270,6 +267,13 @@ class Store:
                         self._keep_view(n)
                     except duckdb.Error:  # (the query itself will say what is wrong, if it is)
                         self._needs[n] = -(1 << 30)  # not tried again
+
+    def _drop_stale(self) -> None:
+        """Drop every kept view if a parameter one was computed with has changed since."""
+        if self._kept:
+            values = self._parameter_values()
+            if any(values[p] != v for kept in self._kept.values() for p, v in kept.items()):
+                self._drop_kept()
 
     def _small_enough(self) -> bool:
         """Whether this store's GPU operations are few enough to keep the shared views' rows
@@ -287,8 +291,7 @@ class Store:
         Returns the views kept now or before; none on a store open for writing."""
         order = views.referenced(" ".join(names))
         self._for(" ".join(names), keep=False)
-        if self._kept:
-            self._keep_shared([])  # (drops rows kept with other parameter values)
+        self._drop_stale()
         for n in order:
             if n in views.kept_views() and n not in self._kept and self._keep and self._small_enough():
                 self._keep_view(n)
@@ -731,15 +734,8 @@ def persist_views(con: duckdb.DuckDBPyConnection) -> bool:
         old = dict(con.execute("SELECT key, value FROM tracekit_meta WHERE key IN "
                                "('persisted_views', 'persisted_macros', 'views_digest')").fetchall())
         cat = con.execute("SELECT current_database()").fetchone()[0]
-        have = {r[0] for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE database_name = $c AND schema_name = 'main'",
-            {"c": cat}).fetchall()}
-        have_macros = {r[0] for r in con.execute(
-            "SELECT function_name FROM duckdb_functions() WHERE database_name = $c AND schema_name = 'main' "
-            "AND function_type IN ('macro', 'table_macro')", {"c": cat}).fetchall()}
         digest = views.digest()
-        if (old.get("views_digest") == digest and {v.name for v in views.all_views()} <= have
-                and set(views.macro_names()) <= have_macros and _copies_marked(con, cat, digest)):
+        if old.get("views_digest") == digest and _copies_marked(con, cat, digest):  # (all there, unchanged)
             con.execute("COMMIT")
             return False
         macros, names = views.persist(con)

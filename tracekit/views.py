@@ -161,19 +161,22 @@ def register(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
 
 
 @lru_cache(maxsize=1)
+def _by_name() -> dict[str, View]:
+    return {v.name: v for v in all_views()}
+
+
+@lru_cache(maxsize=1)
 def kept_views() -> frozenset[str]:
     """The views whose rows a read-only query session keeps once a second query needs them
     (`Store`, "shared views, computed once"): the views that other views read and that read
     views themselves. A view over tables alone (gpu_activity, kernel_bounds, ranks ...) is left
     out: reading it costs about one scan of its tables, as reading kept rows would."""
-    by_name = {v.name: v for v in all_views()}
-    return frozenset(u for v in all_views() for u in v.uses if by_name[u].uses)
+    return frozenset(u for v in all_views() for u in v.uses if _by_name()[u].uses)
 
 
 def read_within(names) -> set[str]:
     """The views that some view among ``names`` reads."""
-    by_name = {v.name: v for v in all_views()}
-    return {u for n in names for u in by_name[n].uses}
+    return {u for n in names for u in _by_name()[n].uses}
 
 
 _PARAM = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
@@ -183,8 +186,7 @@ _PARAM = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
 def parameters(name: str) -> tuple[str, ...]:
     """The parameters (DuckDB variables read with ``getvariable``) that view ``name`` and the
     views it reads use, sorted; the library's macros read none (a test checks)."""
-    by_name = {v.name: v for v in all_views()}
-    return tuple(sorted({p for n in _order()[name] for p in _PARAM.findall(by_name[n].text)}))
+    return tuple(sorted({p for n in _order()[name] for p in _PARAM.findall(_by_name()[n].text)}))
 
 
 _MACRO_NAME = re.compile(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
