@@ -305,3 +305,41 @@ def test_readme_and_help_name_every_option():
                 assert any(re.search(re.escape(o) + r"\b", synopsis) for o in param.opts), (cmd, param.opts)
         assert run(cmd, "--help")[0] == 0
     assert "--timeunit" in readme and "-f FILE" in readme
+
+
+# -- table output streams: the first rows shown, every row counted ------------------------------
+
+def test_table_output_shows_the_first_rows_and_counts_all(db):
+    """`select * from idle_gaps` (a few thousand real gaps) as the table: the first --max-rows rows
+    are the result's first rows (as csv gives them all), and the count lines count every row,
+    though only the shown rows were kept (Store.head)."""
+    rows = run("sql", "select start_ns, dur_ns, cause from idle_gaps", "--db", db, "--format", "csv")[1].splitlines()[1:]
+    assert len(rows) > 1000
+    out = run("sql", "select start_ns, dur_ns, cause from idle_gaps", "--db", db, "--max-rows", 7)[1].splitlines()
+    assert [r.split() for r in out[2:9]] == [r.split(",") for r in rows[:7]]
+    assert out[9:] == [f"... {len(rows) - 7:,} more rows (use --max-rows 0 or --format csv)", f"({len(rows):,} rows)"]
+    # a result of fewer rows than --max-rows, and of none
+    out = run("sql", "select * from idle_gaps limit 3", "--db", db, "--max-rows", 7)[1].splitlines()
+    assert len(out) == 2 + 3 + 1 and out[-1] == "(3 rows)"
+    assert run("sql", "select * from idle_gaps where false", "--db", db)[1].splitlines()[-1] == "(0 rows)"
+
+
+def test_store_head_across_batches(db, monkeypatch):
+    """Store.head: the first n rows of the whole result, the number of all, across batch bounds
+    (batches of 7 rows here: n = 10 takes 7 + 3)."""
+    import tracekit
+    from tracekit import store as store_mod
+
+    monkeypatch.setattr(store_mod, "HEAD_BATCH_ROWS", 7)
+    q = "select start_ns, scope, before_name, sync_ns from idle_gaps"
+    with tracekit.open(db) as st:
+        whole = st.sql(q).to_arrow_table()
+        for n in (1, 7, 10, whole.num_rows, whole.num_rows + 5):
+            head, total = st.head(q, n)
+            assert total == whole.num_rows and head.schema == whole.schema
+            assert head.equals(whole.slice(0, n))
+        head, total = st.head(q + " where false", 5)
+        assert total == 0 and head.num_rows == 0 and head.schema == whole.schema
+        # a statement that returns no rows of its own runs all the same (DuckDB's empty `Success`)
+        assert st.head("set variable tk_test_head = 41", 5)[1] == 0
+        assert st.one("select getvariable('tk_test_head') + 1") == 42

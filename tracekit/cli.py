@@ -484,14 +484,16 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
             if fetch is not None:
                 tbl = fetch(stmt.query)
                 tbl = None if tbl is None else convert_timeunit(tbl, timeunit)
+                total = None
             else:
+                head = max_rows if fmt == "table" else 0
                 try:
-                    tbl = _result(store, stmt.query, timeunit)
+                    tbl, total = _result(store, stmt.query, timeunit, head)
                 except duckdb.CatalogException:
                     # only the views the query names are registered: with all of them, DuckDB's
                     # "Did you mean" can name a view too (a failed bind ran nothing)
                     _ = store.con
-                    tbl = _result(store, stmt.query, timeunit)
+                    tbl, total = _result(store, stmt.query, timeunit, head)
         except duckdb.Error as e:
             _fail(f"query failed{at}: {error_text(e)}")
         except _QueryFailed as e:
@@ -504,7 +506,7 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
                       "rows: run them apart, or use --format table")
             held = (i, tbl)
             continue
-        out = table_text(tbl, max_rows)
+        out = table_text(tbl, max_rows, total)
         if not output:
             click.echo(("\n" if texts else "") + out, nl=False)
         texts.append(out if output else "")
@@ -522,11 +524,16 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
         _fail(os_error_line(e, output))
 
 
-def _result(store: Store, query: str, timeunit: str) -> pa.Table | None:
+def _result(store: Store, query: str, timeunit: str, head: int = 0) -> tuple[pa.Table | None, int | None]:
     """One statement's result, fetched (before the next statement runs: it may SET what this
-    one reads), its *_ns columns in the time unit."""
-    rel = store.sql(query)
-    return None if rel is None else convert_timeunit(rel.to_arrow_table(), timeunit)
+    one reads), its *_ns columns in the time unit, and None; with ``head`` > 0 (table output,
+    which shows the first ``head`` rows) only those rows and the number of all rows
+    (`Store.head`: the others are counted as they stream, never held together)."""
+    if not head:
+        rel = store.sql(query)
+        return (None if rel is None else convert_timeunit(rel.to_arrow_table(), timeunit)), None
+    got = store.head(query, head)
+    return (None, None) if got is None else (convert_timeunit(got[0], timeunit), got[1])
 
 
 def _returns_rows(stmt, tbl: pa.Table) -> bool:

@@ -131,10 +131,11 @@ def cell_texts(tbl: pa.Table) -> list[tuple[pa.ChunkedArray, int]]:
     return out
 
 
-def table_text(tbl: pa.Table, max_rows: int) -> str:
+def table_text(tbl: pa.Table, max_rows: int, total: int | None = None) -> str:
     """The result as an aligned text table (the first `max_rows` rows; 0: all), with a line
-    counting the rows left out and one counting all rows; it ends with a newline."""
-    n = tbl.num_rows
+    counting the rows left out and one counting all rows; it ends with a newline. ``total``:
+    the number of rows of a result of which ``tbl`` holds only the first (default: its own)."""
+    n = tbl.num_rows if total is None else total
     shown = tbl if not max_rows or n <= max_rows else tbl.slice(0, max_rows)
     names = [_name(c) for c in tbl.column_names]
     right = [_is_number(c.type) for c in tbl.columns]

@@ -34,7 +34,8 @@ DEFAULT_DB = "tracekit.duckdb"
 # Tuning constants: each one's default, what it trades and the measurement that chose it are in
 # docs/scaling.md ("Knobs"); a comment here says what the value is, not why.
 # DuckDB's memory cap while converting (beyond it the open transaction spills to disk) is the
-# memory budget's share (tracekit/budget.py: 128 MB of the default 400 MB).
+# memory budget's share (tracekit/budget.py: 128 MiB of the default 400 MB, 64 MiB for one
+# inserting thread).
 # For adapters with long runs of one table (Adapter.PARALLEL_INSERT: nsys), each run is inserted
 # by one statement on up to INSERT_THREADS threads (fewer where the budget says: budget.plan),
 # without keeping the input order: queries order explicitly (rowid order is no promise of the store).
@@ -69,6 +70,11 @@ KEEP_MAX_BYTES = 256 << 20
 # that out by computing them cost a 1 M-kernel store's second query 7.9 s and 1.5 GB more than
 # computing them inside the query (2.7 s).
 KEEP_MAX_GPU_ROWS = 200_000
+# Rows per Arrow batch of Store.head (one DuckDB vector): the fewest bytes held while a result
+# streams past (idle_gaps on the 179 MB capture, `tracekit sql` peak RSS: 2,048 rows 244 MB,
+# against 338 MB with the result held whole; 2,048-row batches were also the fastest, 0.14-0.15 s
+# against 0.16-0.19 s for 8,192 and 65,536 rows and 0.18-0.23 s whole).
+HEAD_BATCH_ROWS = 2048
 
 
 
@@ -350,6 +356,22 @@ class Store:
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
         return self._for(query).sql(query, params=params)
 
+    def head(self, query: str, n: int, params=None) -> tuple[pa.Table, int] | None:
+        """The first ``n`` rows of the query's result (Arrow) and the number of all its rows (None
+        where DuckDB gives no result). The rows past the first ``n`` are counted as they
+        stream from DuckDB, ``HEAD_BATCH_ROWS`` at a time, and let go: a result of millions of
+        rows is never held whole (`tracekit sql`'s table output, which shows the first rows)."""
+        rel = self.sql(query, params=params)
+        if rel is None:
+            return None
+        reader = rel.to_arrow_reader(HEAD_BATCH_ROWS)
+        kept, total = [], 0
+        for batch in reader:
+            if total < n:
+                kept.append(batch.slice(0, n - total))
+            total += batch.num_rows
+        return pa.Table.from_batches(kept, schema=reader.schema), total
+
     def rows(self, query: str, params=None) -> list[tuple]:
         """All result rows as tuples."""
         return self._for(query).sql(query, params=params).fetchall()
@@ -408,7 +430,8 @@ class Store:
             parallel = PARALLEL_INSERT and adapter.PARALLEL_INSERT
             if tune and CONVERT_ARROW_POOL and not parallel:
                 pa.set_memory_pool(_arrow_pool(CONVERT_ARROW_POOL, pool))
-            cap = budget.plan().duckdb_limit // budget.MB
+            plan = budget.plan()
+            cap = (plan.duckdb_limit if parallel else plan.duckdb_serial_limit) // budget.MB
             for limit in (f"{cap}MiB", f"{2 * cap}MiB"):
                 con.execute(f"SET memory_limit = '{limit}'")
                 try:
