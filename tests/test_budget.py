@@ -44,6 +44,7 @@ def test_default_plan_and_env(monkeypatch):
     monkeypatch.delenv(budget.ENV, raising=False)
     p = budget.plan()
     assert p.budget == 400 * MB and p.duckdb_limit == 128 * MB and p.insert_threads == 2
+    assert p.duckdb_serial_limit == 64 * MB
     assert (p.nsys_chunk_rows, p.nest_rows, p.kineto_block, p.insert_bytes) == (8192, 262144, 4 * MB, 8 * MB)
     monkeypatch.setenv(budget.ENV, "1GB")
     assert budget.current() == 1 << 30 and budget.plan().duckdb_limit > 300 * MB
@@ -67,7 +68,7 @@ def _spy_limit(monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.parametrize("value, want", [("400MB", "128.0 MiB"), ("1GB", "394.0 MiB"), ("200MB", "42.0 MiB")])
+@pytest.mark.parametrize("value, want", [("400MB", "64.0 MiB"), ("1GB", "64.0 MiB"), ("200MB", "42.0 MiB")])
 def test_memory_limit_follows_the_budget(tmp_path, monkeypatch, value, want):
     seen = _spy_limit(monkeypatch)
     tracekit.convert(FIXTURES / "kineto" / "matmul.json.gz", db=tmp_path / "s.duckdb", memory_budget=value)
@@ -78,6 +79,15 @@ def test_memory_limit_follows_the_budget(tmp_path, monkeypatch, value, want):
                                   "--db", str(tmp_path / "c.duckdb"), "-q"])
     assert r.exit_code == 0, r.output
     assert seen[0][0] == want
+
+
+@pytest.mark.parametrize("value, want", [("400MB", "128.0 MiB"), ("1GB", "394.0 MiB")])
+def test_parallel_inserts_get_the_whole_duckdb_share(tmp_path, monkeypatch, value, want):
+    """nsys rows go in by parallel inserts, each thread filling its own row groups: DuckDB gets
+    the budget's whole share (Kineto and ncu, one inserting thread: one thread's 64 MiB, above)."""
+    seen = _spy_limit(monkeypatch)
+    tracekit.convert(FIXTURES / "nsys" / "decode_b1.sqlite", db=tmp_path / "s.duckdb", memory_budget=value)
+    assert seen and seen[0][0] == want
 
 
 @pytest.mark.parametrize("args, env", [(["--memory-budget", "lots"], None), (["--memory-budget", "10MB"], None),

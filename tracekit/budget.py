@@ -85,7 +85,12 @@ class Plan:
     """What a conversion may hold, derived from a budget of ``budget`` bytes."""
 
     budget: int
-    duckdb_limit: int      # DuckDB's memory_limit while converting and merging (beyond it: spill files)
+    duckdb_limit: int      # DuckDB's memory_limit while converting with parallel inserts (nsys) and
+                           # merging (beyond it: spill files)
+    duckdb_serial_limit: int  # ... while one thread inserts (Kineto, ncu): one insert thread's share.
+                           # It holds that thread's open row groups; more only kept written blocks:
+                           # the 179 MB capture converted at 313-321 MB peak RSS with 128 MiB, at
+                           # 288-307 MB with 64 MiB, in the same time (docs/scaling.md)
     insert_threads: int    # at most this many DuckDB threads insert in parallel (each fills row groups)
     nsys_chunk_rows: int   # rows per rowid range of the nsys reader (kernel rows: ~700 B each with args)
     nsys_readers: int      # at most this many ranges read ahead by the nsys reader's threads
@@ -106,7 +111,8 @@ def _pow2_floor(x: float, lo: int, hi: int) -> int:
 
 
 def plan(budget: int | None = None) -> Plan:
-    """The shares of a budget (bytes; None: `current()`).  At the default 400 MB: DuckDB 128 MB,
+    """The shares of a budget (bytes; None: `current()`).  At the default 400 MB: DuckDB 128 MiB (64 MiB
+    where one thread inserts),
     2 insert threads, nsys ranges of 8,192 rows, nesting pieces of 262,144 events, Kineto blocks
     of 4 MiB, inserts of 8 MiB of one table; the rest is
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
@@ -117,6 +123,7 @@ def plan(budget: int | None = None) -> Plan:
         budget=b,
         duckdb_limit=duck,
         insert_threads=max(1, duck // (64 * MB)),
+        duckdb_serial_limit=min(duck, 64 * MB),
         nsys_chunk_rows=_pow2_floor(free / 48 / 700, 4096, 65536),
         nsys_readers=max(1, min(8, b // (200 * MB))),
         nest_rows=_pow2_floor(free / 1200, 16384, 1 << 22),
