@@ -1,7 +1,13 @@
 """One measured job of bench/run.py, run in its own process (so its wall time and peak memory are
 its own).  Prints one JSON line of phase timings.
 
-    python bench/_job.py tracekit INPUT DB QUERY...   convert INPUT into a fresh DB, then each query
+    python bench/_job.py tracekit INPUT DB QUERY...   convert INPUT into a fresh DB, then each query,
+                                                      answered as `tracekit sql` shows it (Store.head:
+                                                      the first 100 rows, all rows counted as they
+                                                      stream past)
+    python bench/_job.py tracekit-whole INPUT DB QUERY...   the same, each result fetched whole
+                                                      into one Arrow table (the Python API's
+                                                      .to_arrow_table())
     python bench/_job.py sql DB QUERY                 one query on an existing store (read-only)
     python bench/_job.py views DB REPEAT              every view, REPEAT times each (warm timings)
     python bench/_job.py hta TRACE_DIR                HTA: load + idle-time + kernel breakdown
@@ -30,7 +36,7 @@ def _timed(mod, name: str, acc: dict, key: str) -> None:
     setattr(mod, name, wrapper)
 
 
-def _tracekit(path: str, db: str, queries: list[str]) -> dict:
+def _tracekit(path: str, db: str, queries: list[str], whole: bool = False) -> dict:
     """convert, then each query; the phases (wall seconds): import_s (tracekit, DuckDB, Arrow),
     convert_s (the whole conversion, store moved into place), of which scan_insert_s (reading the
     input and inserting its rows: the adapter runs on a thread beside the inserts, so the two
@@ -60,7 +66,7 @@ def _tracekit(path: str, db: str, queries: list[str]) -> dict:
     with Store(db, read_only=True) as st:
         for q in queries:
             t = time.perf_counter()
-            n = st.sql(q).to_arrow_table().num_rows
+            n = st.sql(q).to_arrow_table().num_rows if whole else st.head(q, 100)[1]
             out[f"query {q}"] = [time.perf_counter() - t, n]
     out["total_s"] = time.perf_counter() - t0
     return out
@@ -121,8 +127,8 @@ def _hta(trace_dir: str) -> dict:
 
 def main(argv: list[str]) -> None:
     kind, args = argv[0], argv[1:]
-    if kind == "tracekit":
-        out = _tracekit(args[0], args[1], args[2:])
+    if kind in ("tracekit", "tracekit-whole"):
+        out = _tracekit(args[0], args[1], args[2:], whole=kind == "tracekit-whole")
     elif kind == "sql":
         out = _sql(args[0], args[1])
     elif kind == "views":
