@@ -330,7 +330,7 @@ def test_store_head_across_batches(db, monkeypatch):
     import tracekit
     from tracekit import store as store_mod
 
-    monkeypatch.setattr(store_mod, "HEAD_BATCH_ROWS", 7)
+    monkeypatch.setattr(store_mod, "STREAM_BATCH_ROWS", 7)
     q = "select start_ns, scope, before_name, sync_ns from idle_gaps"
     with tracekit.open(db) as st:
         whole = st.sql(q).to_arrow_table()
@@ -343,3 +343,58 @@ def test_store_head_across_batches(db, monkeypatch):
         # a statement that returns no rows of its own runs all the same (DuckDB's empty `Success`)
         assert st.head("set variable tk_test_head = 41", 5)[1] == 0
         assert st.one("select getvariable('tk_test_head') + 1") == 42
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_file_output_streams_the_same_rows(db, tmp_path, monkeypatch, fmt):
+    """csv / json / parquet are written batch by batch as the result streams (batches of 7 rows
+    here, so a few hundred batches): the same rows and values as the result fetched whole, with
+    --timeunit applied to each batch."""
+    import tracekit
+    from tracekit import store as store_mod
+
+    q = "select start_ns, dur_ns, cause, before_name, scope = 'device' as dev from idle_gaps limit 1000"
+    with tracekit.open(db) as st:
+        whole = st.sql(q).to_arrow_table()
+    monkeypatch.setattr(store_mod, "STREAM_BATCH_ROWS", 7)
+    o = tmp_path / f"gaps.{fmt}"
+    code, _, err = run("sql", q, "--db", db, "--format", fmt, "-o", o, "--timeunit", "us")
+    assert code == 0, err
+    if fmt == "parquet":
+        got = pq.read_table(o)
+        assert got.column_names == ["start_us", "dur_us", "cause", "before_name", "dev"]
+        assert got.column("dur_us").to_pylist() == [d / 1000 for d in whole.column("dur_ns").to_pylist()]
+        assert got.column("before_name").to_pylist() == whole.column("before_name").to_pylist()
+    elif fmt == "json":
+        rows = json.loads(o.read_text())
+        assert len(rows) == whole.num_rows == 1000
+        assert [r["dur_us"] for r in rows] == [d / 1000 for d in whole.column("dur_ns").to_pylist()]
+        assert [r["dev"] for r in rows] == whole.column("dev").to_pylist()
+        # laid out as one JSON document indented by 2, as orjson writes the whole list
+        import orjson
+
+        want = orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n"
+        assert o.read_text() == want
+    else:
+        lines = o.read_text().splitlines()
+        assert lines[0] == "start_us,dur_us,cause,before_name,dev" and len(lines) == 1001
+        assert [line.rsplit(",", 1)[1] for line in lines[1:]] == [str(b) for b in whole.column("dev").to_pylist()]
+    # an empty result: a header (csv), an empty list (json), a file of no rows (parquet)
+    code, out, err = run("sql", q + " offset 100000", "--db", db, "--format", "json" if fmt == "parquet" else fmt)
+    assert code == 0 and out == ("[]\n" if fmt != "csv" else "start_ns,dur_ns,cause,before_name,dev\n"), (out, err)
+
+
+def test_file_output_follows_a_link_and_keeps_the_file_on_failure(db, tmp_path):
+    """-o is opened for writing as it is: a symbolic link's target gets the rows (the link
+    stays); a failing run leaves an existing file as it was."""
+    target = tmp_path / "real.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    code, _, err = run("sql", "select 1 as a, 2 as b", "--db", db, "--format", "csv", "-o", link)
+    assert code == 0, err
+    assert link.is_symlink() and target.read_text() == "a,b\n1,2\n"
+    code, _, err = run("sql", "select 1 as a; select 2 as b", "--db", db, "--format", "csv", "-o", target)
+    assert code == 2 and target.read_text() == "a,b\n1,2\n"
+    code, _, err = run("sql", "select error('boom') as a from kernels", "--db", db, "--format", "csv", "-o", target)
+    assert code == 2 and "boom" in err and target.read_text() == "a,b\n1,2\n"

@@ -353,6 +353,10 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, 
     --format table shows each result in turn; csv, json and parquet write one result, so
     of several statements one only may return rows (the others: e.g. SET VARIABLE).
 
+    Results stream from DuckDB: the table holds only the rows it shows (--max-rows; the rest
+    are counted), csv / json / parquet are written as the rows come (to a temporary file first,
+    copied to -o FILE or standard output once every statement has run).
+
     Table output prints integers plainly, intervals as DuckDB writes them, STRUCT / LIST / MAP
     values as JSON, control characters and line breaks escaped (\\n), cells cut at 60
     characters. --timeunit us|ms|s converts every *_ns column of the result (csv, json and
@@ -470,70 +474,164 @@ class _QueryFailed(Exception):
 def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, timeunit: str, max_rows: int,
                     fetch=None) -> None:
     """Run the statements in turn. Table output shows each result as it comes (a blank line
-    between two); csv / json / parquet keep the one result and write it at the end (a second
-    result is an error, and nothing is written).  ``fetch(query) -> Arrow table or None``:
-    another engine's results (raising _QueryFailed) instead of the store's."""
+    between two): its first ``max_rows`` rows, the others counted as they stream past. csv /
+    json / parquet write the one result, batch by batch as it streams from DuckDB, into a
+    spool file in the system's temporary folder, copied into -o FILE or to standard output at
+    the end: a second result is an error, and nothing is written.  ``fetch(query) -> Arrow table or None``: another engine's results (raising
+    _QueryFailed) instead of the store's."""
     if fmt == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
     n = len(stmts)
-    held = None  # (statement number, result) for csv / json / parquet
+    held = None  # (statement number, spool file) for csv / json / parquet
     texts: list[str] = []  # table output for -o
-    for i, stmt in enumerate(stmts, 1):
-        at = f" (statement {i} of {n})" if n > 1 else ""
-        try:
-            if fetch is not None:
-                tbl = fetch(stmt.query)
-                tbl = None if tbl is None else convert_timeunit(tbl, timeunit)
-                total = None
-            else:
-                head = max_rows if fmt == "table" else 0
-                try:
-                    tbl, total = _result(store, stmt.query, timeunit, head)
-                except duckdb.CatalogException:
-                    # only the views the query names are registered: with all of them, DuckDB's
-                    # "Did you mean" can name a view too (a failed bind ran nothing)
-                    _ = store.con
-                    tbl, total = _result(store, stmt.query, timeunit, head)
-        except duckdb.Error as e:
-            _fail(f"query failed{at}: {error_text(e)}")
-        except _QueryFailed as e:
-            _fail(f"query failed{at}: {e}")
-        if tbl is None or not _returns_rows(stmt, tbl):
-            continue
-        if fmt != "table":
-            if held is not None:
-                _fail(f"--format {fmt} writes one result, and statements {held[0]} and {i} both return "
-                      "rows: run them apart, or use --format table")
-            held = (i, tbl)
-            continue
-        out = table_text(tbl, max_rows, total)
-        if not output:
-            click.echo(("\n" if texts else "") + out, nl=False)
-        texts.append(out if output else "")
+    spool_dir = None
     try:
-        if fmt == "table":
-            if output:
-                output.write_text("\n".join(texts))
-        elif held is not None:
-            _emit(held[1], fmt, output)
-    except duckdb.Error as e:
-        if isinstance(e, duckdb.IOException):
-            _fail(f"{output}: cannot write ({str(e).splitlines()[0]}); check the path and the free space")
-        _fail(f"cannot write the result: {error_text(e)}")
-    except OSError as e:
-        _fail(os_error_line(e, output))
+        for i, stmt in enumerate(stmts, 1):
+            at = f" (statement {i} of {n})" if n > 1 else ""
+            try:
+                if fetch is not None:
+                    tbl = fetch(stmt.query)
+                    rows = None if tbl is None else _in_unit(tbl.to_reader(), timeunit)
+                else:
+                    try:
+                        rows = store.stream(stmt.query)
+                    except duckdb.CatalogException:
+                        # only the views the query names are registered: with all of them, DuckDB's
+                        # "Did you mean" can name a view too (a failed bind ran nothing)
+                        _ = store.con
+                        rows = store.stream(stmt.query)
+                    rows = None if rows is None else _in_unit(rows, timeunit)
+                if rows is None:
+                    continue
+                if stmt.type != duckdb.StatementType.SELECT and rows.schema.names in (["Success"], ["Count"]):
+                    tbl = rows.read_all()  # a status, not rows (tiny)
+                    if not _returns_rows(stmt, tbl):
+                        continue
+                    rows = tbl.to_reader()
+                if fmt == "table":
+                    tbl, total = _head(rows, max_rows)
+                    out = table_text(tbl, max_rows, total)
+                    if not output:
+                        click.echo(("\n" if texts else "") + out, nl=False)
+                    texts.append(out if output else "")
+                    continue
+                if held is not None:
+                    _fail(f"--format {fmt} writes one result, and statements {held[0]} and {i} both return "
+                          "rows: run them apart, or use --format table")
+                if spool_dir is None:
+                    spool_dir = _spool_dir()
+                spool = Path(spool_dir) / f"result.{fmt}"
+                try:
+                    _write(rows, fmt, spool)
+                except duckdb.IOException as e:
+                    _fail(f"{output or 'the result'}: cannot write ({str(e).splitlines()[0]}); check the path "
+                          "and the free space")
+                held = (i, spool)
+            except duckdb.Error as e:
+                _fail(f"query failed{at}: {error_text(e)}")
+            except pa.ArrowException as e:  # an error of the query, as the writer read its rows
+                _fail(f"query failed{at}: {str(e).splitlines()[0]}")
+            except _QueryFailed as e:
+                _fail(f"query failed{at}: {e}")
+            except OSError as e:
+                _fail(os_error_line(e, output))
+        try:
+            if fmt == "table":
+                if output:
+                    output.write_text("\n".join(texts))
+            elif held is not None:
+                _deliver(held[1], output)
+        except OSError as e:
+            _fail(os_error_line(e, output))
+    finally:
+        if spool_dir is not None:
+            import shutil
+
+            shutil.rmtree(spool_dir, ignore_errors=True)
 
 
-def _result(store: Store, query: str, timeunit: str, head: int = 0) -> tuple[pa.Table | None, int | None]:
-    """One statement's result, fetched (before the next statement runs: it may SET what this
-    one reads), its *_ns columns in the time unit, and None; with ``head`` > 0 (table output,
-    which shows the first ``head`` rows) only those rows and the number of all rows
-    (`Store.head`: the others are counted as they stream, never held together)."""
-    if not head:
-        rel = store.sql(query)
-        return (None if rel is None else convert_timeunit(rel.to_arrow_table(), timeunit)), None
-    got = store.head(query, head)
-    return (None, None) if got is None else (convert_timeunit(got[0], timeunit), got[1])
+def _in_unit(rows: pa.RecordBatchReader, timeunit: str) -> pa.RecordBatchReader:
+    """The batches with their *_ns columns in the time unit (render.convert_timeunit), as they come."""
+    if timeunit == "ns":
+        return rows
+    schema = convert_timeunit(rows.schema.empty_table(), timeunit).schema
+
+    def batches():
+        for b in rows:
+            yield from convert_timeunit(pa.Table.from_batches([b]), timeunit).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _head(rows: pa.RecordBatchReader, n: int) -> tuple[pa.Table, int]:
+    """The first ``n`` rows (0: all) and the number of all rows; the rows past the first ``n``
+    are counted as they stream past and let go (Store.head's rule)."""
+    kept, total = [], 0
+    for batch in rows:
+        if not n or total < n:
+            kept.append(batch if not n else batch.slice(0, n - total))
+        total += batch.num_rows
+    return pa.Table.from_batches(kept, schema=rows.schema), total
+
+
+def _spool_dir() -> str:
+    """A private folder in the system's temporary folder for the result file being written."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="tracekit-sql-")
+
+
+def _write(rows: pa.RecordBatchReader, fmt: str, path: Path) -> None:
+    """The result, as it streams, into ``path`` as csv, json or parquet. csv and parquet by a
+    private in-memory DuckDB connection that may write files (the user's query ran on the
+    sandboxed store; only its rows reach the writer)."""
+    if fmt == "json":
+        _write_json(rows, path)
+        return
+    with duckdb.connect(config={"threads": 1}) as con:  # one stream feeds it: more threads held
+        rel = con.from_arrow(rows)                        # more (parquet 456 MB against 348) for no gain
+        if fmt == "parquet":
+            rel.write_parquet(str(path))
+        else:
+            _write_csv(rel, path)
+
+
+def _write_json(rows: pa.RecordBatchReader, path: Path) -> None:
+    """A JSON array of one object per row, indented by 2 (as orjson's OPT_INDENT_2 writes the
+    whole list), written a batch at a time; values JSON has no form for as DuckDB's text."""
+    import orjson
+
+    first = True
+    with open(path, "wb") as f:
+        f.write(b"[")
+        for batch in rows:
+            if not batch.num_rows:
+                continue
+            text = orjson.dumps(json_ready(pa.Table.from_batches([batch])).to_pylist(),
+                                option=orjson.OPT_INDENT_2, default=str)
+            f.write((b"" if first else b",") + text[1:-2])  # "\n  {...},\n  {...}" of "[...\n]"
+            first = False
+        f.write(b"]\n" if first else b"\n]\n")
+
+
+def _deliver(spool: Path, output: Path | None) -> None:
+    """The written result copied into -o FILE (opened for writing as it is: a link is followed,
+    a device or a pipe written to, never replaced) or to standard output."""
+    import io
+    import shutil
+
+    if output is not None:
+        with open(spool, "rb") as f, open(output, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+        return
+    sys.stdout.flush()
+    out = getattr(sys.stdout, "buffer", None)
+    with open(spool, "rb") as f:
+        if out is None:  # a text-only stream
+            shutil.copyfileobj(io.TextIOWrapper(f, encoding="utf-8", newline=""), sys.stdout, 1 << 20)
+        else:
+            shutil.copyfileobj(f, out, 1 << 20)
+            out.flush()
 
 
 def _returns_rows(stmt, tbl: pa.Table) -> bool:
@@ -557,41 +655,10 @@ def _param_value(v: str):
     return v
 
 
-def _writer(tbl: pa.Table):
-    """The result as a relation of a private in-memory connection that may write files: the
-    user's query ran on the (sandboxed) store; only its rows reach the writer."""
-    con = duckdb.connect()
-    return con, con.from_arrow(tbl)
-
-
-def _emit(tbl: pa.Table, fmt: str, output: Path | None) -> None:
-    """One result as csv, json or parquet."""
-    if fmt == "parquet":
-        con, w = _writer(tbl)
-        with con:
-            w.write_parquet(str(output))
-        return
-    if fmt == "csv":
-        con, w = _writer(tbl)
-        with con:
-            _write_csv(w, output)
-        return
-    import orjson
-
-    data = orjson.dumps(json_ready(tbl).to_pylist(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
-    if output:
-        output.write_text(data)
-    else:
-        sys.stdout.write(data)
-
-
-def _write_csv(rel: duckdb.DuckDBPyRelation, output: Path | None) -> None:
-    """CSV by DuckDB's writer (C++, parallel): a header line, `,`, `"` quoting only where needed
-    (doubled inside), `\n` line ends, NULL as an empty field (an empty string is `""`); booleans
-    as `True` / `False`, as before. Standard output gets the file through a temporary file."""
-    import io
-    import shutil
-    import tempfile
+def _write_csv(rel: duckdb.DuckDBPyRelation, path: Path) -> None:
+    """CSV by DuckDB's writer (C++): a header line, `,`, `"` quoting only where needed (doubled
+    inside), `\n` line ends, NULL as an empty field (an empty string is `""`); booleans as
+    `True` / `False`, as before."""
 
     def q(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -600,20 +667,7 @@ def _write_csv(rel: duckdb.DuckDBPyRelation, output: Path | None) -> None:
         rel = rel.project(", ".join(
             f"CASE WHEN {q(c)} THEN 'True' WHEN NOT {q(c)} THEN 'False' END AS {q(c)}"
             if str(t) == "BOOLEAN" else q(c) for c, t in zip(rel.columns, rel.types)))
-    if output:
-        rel.write_csv(str(output), header=True)
-        return
-    with tempfile.TemporaryDirectory(prefix="tracekit-csv-") as d:
-        tmp = os.path.join(d, "out.csv")
-        rel.write_csv(tmp, header=True)
-        sys.stdout.flush()
-        out = getattr(sys.stdout, "buffer", None)
-        with open(tmp, "rb") as f:
-            if out is None:  # a text-only stream
-                shutil.copyfileobj(io.TextIOWrapper(f, encoding="utf-8", newline=""), sys.stdout, 1 << 20)
-            else:
-                shutil.copyfileobj(f, out, 1 << 20)
-                out.flush()
+    rel.write_csv(str(path), header=True)
 
 
 @main.command("views")

@@ -70,11 +70,11 @@ KEEP_MAX_BYTES = 256 << 20
 # that out by computing them cost a 1 M-kernel store's second query 7.9 s and 1.5 GB more than
 # computing them inside the query (2.7 s).
 KEEP_MAX_GPU_ROWS = 200_000
-# Rows per Arrow batch of Store.head (one DuckDB vector): the fewest bytes held while a result
-# streams past (idle_gaps on the 179 MB capture, `tracekit sql` peak RSS: 2,048 rows 244 MB,
+# Rows per Arrow batch of a streamed result (Store.head, Store.stream; one DuckDB vector): the
+# fewest bytes held while a result streams past (idle_gaps on the 179 MB capture, `tracekit sql` peak RSS: 2,048 rows 244 MB,
 # against 338 MB with the result held whole; 2,048-row batches were also the fastest, 0.14-0.15 s
 # against 0.16-0.19 s for 8,192 and 65,536 rows and 0.18-0.23 s whole).
-HEAD_BATCH_ROWS = 2048
+STREAM_BATCH_ROWS = 2048
 
 
 
@@ -356,15 +356,20 @@ class Store:
     def sql(self, query: str, params=None) -> duckdb.DuckDBPyRelation:
         return self._for(query).sql(query, params=params)
 
+    def stream(self, query: str, params=None) -> pa.RecordBatchReader | None:
+        """The query's result as Arrow batches of ``STREAM_BATCH_ROWS`` rows, computed as they are
+        read (None where DuckDB gives no result): read it to the end before the next query."""
+        rel = self.sql(query, params=params)
+        return None if rel is None else rel.to_arrow_reader(STREAM_BATCH_ROWS)
+
     def head(self, query: str, n: int, params=None) -> tuple[pa.Table, int] | None:
         """The first ``n`` rows of the query's result (Arrow) and the number of all its rows (None
         where DuckDB gives no result). The rows past the first ``n`` are counted as they
-        stream from DuckDB, ``HEAD_BATCH_ROWS`` at a time, and let go: a result of millions of
+        stream from DuckDB, ``STREAM_BATCH_ROWS`` at a time, and let go: a result of millions of
         rows is never held whole (`tracekit sql`'s table output, which shows the first rows)."""
-        rel = self.sql(query, params=params)
-        if rel is None:
+        reader = self.stream(query, params=params)
+        if reader is None:
             return None
-        reader = rel.to_arrow_reader(HEAD_BATCH_ROWS)
         kept, total = [], 0
         for batch in reader:
             if total < n:
