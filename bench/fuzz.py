@@ -465,7 +465,7 @@ def env_variant(rng: random.Random, k: int, work: Path) -> tuple[str, str]:
     db = d / "s.duckdb"
     tracekit.convert([str(KINETO_BASE)], db=str(db))
     before = _snapshot(db)
-    exe = [sys.executable, "-m", "tracekit.cli", "convert", "-q"]
+    exe = [sys.executable, "-m", "tracekit", "convert", "-q"]
     if k % 2 == 0:  # kill -9 at a random moment of a conversion into the store
         proc = subprocess.Popen([*exe, str(NSYS_BIG), "--db", str(db)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)

@@ -62,7 +62,7 @@ def run_one(path: Path, budget: str | None, work: Path) -> dict:
         db = Path(d) / "m.duckdb"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), env.get("PYTHONPATH")) if x)
-        cmd = [PY, "-c", "from tracekit.cli import entry; entry()", "convert", str(path), "--db", str(db),
+        cmd = [PY, "-m", "tracekit", "convert", str(path), "--db", str(db),
                "--replace", "-q", "--jobs", "1"]
         if budget:
             cmd += ["--memory-budget", budget]

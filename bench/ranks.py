@@ -180,7 +180,7 @@ def run_case(rep, py: str, work: Path, repeat: int, world: int = 64, jobs=(1, 2)
     out: dict = {}
     for j in jobs:
         db = work / f"ranks{world}_jobs{j}.duckdb"
-        cmd = [py, "-m", "tracekit.cli", "convert", *map(str, files), "--db", str(db), "--replace",
+        cmd = [py, "-m", "tracekit", "convert", *map(str, files), "--db", str(db), "--replace",
                "-q", "--jobs", str(j)]
         m = _median([measure_tree(cmd) for _ in range(repeat)])
         dbs[j] = db

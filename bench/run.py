@@ -145,7 +145,7 @@ class Report:
 
 def tracekit_cli(py: str, src: Path, db: Path) -> dict:
     """convert, sql hotspots, sql idle_gaps as three CLI processes: walls summed, RSS max."""
-    cli = [py, "-m", "tracekit.cli"]
+    cli = [py, "-m", "tracekit"]
     parts = [measure(cli + ["convert", str(src), "--db", str(db), "--replace", "-q"]),
              measure(cli + ["sql", Q_HOT, "--db", str(db)]),      # the default table view (100 rows)
              measure(cli + ["sql", Q_IDLE, "--db", str(db)])]
@@ -386,7 +386,7 @@ def main() -> int:
     # -- start-up ----------------------------------------------------------------------------
     if "startup" in only:
         for args in (["--version"], ["views"]):
-            m = repeat([py, "-m", "tracekit.cli", *args], 5)
+            m = repeat([py, "-m", "tracekit", *args], 5)
             rep.add("CLI start-up", "tracekit " + " ".join(args), m, None, "<= 0.5 s", m["wall"] <= 0.5)
 
     rep.print()

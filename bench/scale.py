@@ -70,7 +70,7 @@ def _dir_mb(d: Path) -> float:
 
 
 def _cli(*args) -> list[str]:
-    return [sys.executable, "-m", "tracekit.cli", *map(str, args)]
+    return [sys.executable, "-m", "tracekit", *map(str, args)]
 
 
 def point(engine: str, world: int, work: Path, repeat: int) -> dict:

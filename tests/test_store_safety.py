@@ -241,6 +241,34 @@ def test_a_library_call_changes_nothing_process_wide(tmp_path, monkeypatch):
     assert store_mod.OWN_PROCESS is False
 
 
+def test_own_process_sets_the_arrow_pool_before_pyarrow_loads(tmp_path):
+    """tracekit.own_process() (the `tracekit` command, its workers, bench jobs) makes pyarrow's
+    pool OWN_ARROW_POOL when it runs before pyarrow loads, and leaves a pool the user chose, or
+    one already loaded; importing tracekit alone changes nothing. Each case in a fresh
+    interpreter (pyarrow reads the setting once)."""
+    def pool(code: str, **env) -> str:
+        e = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"} | env
+        r = subprocess.run([sys.executable, "-c", code + "; import pyarrow as pa; "
+                            "print(pa.default_memory_pool().backend_name)"], capture_output=True, text=True, env=e)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    import pyarrow as pa
+
+    default = pa.default_memory_pool().backend_name if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ else None
+    assert pool("import tracekit; tracekit.own_process()") == "system"
+    assert pool("import tracekit; tracekit.own_process()", ARROW_DEFAULT_MEMORY_POOL="jemalloc") in ("jemalloc", default)
+    if default:
+        assert pool("import tracekit") == default
+        assert pool("import pyarrow, tracekit; tracekit.own_process()") == default
+    # `python -m tracekit` is the command, here with two conversion workers (started with the pool
+    # in their environment: parallel.py)
+    got = subprocess.run([sys.executable, "-m", "tracekit", "convert", "-q", "--jobs", "2",
+                          str(FIXTURES / "kineto" / "matmul.json.gz"), str(FIXTURES / "kineto" / "kernels.json.gz"),
+                          "--db", str(tmp_path / "s.duckdb")], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+
+
 def test_row_group_size_of_written_stores_changes_layout_not_rows(tmp_path, monkeypatch):
     """A store opened for writing is attached with store.ROW_GROUP_SIZE (so DuckDB writes full row
     groups while converting instead of logging small tables to the WAL at COMMIT); its spill files

@@ -43,10 +43,11 @@ def main():
 
 
 def entry():
-    """The `tracekit` command: it owns its process, so a conversion may tune it (store.OWN_PROCESS)."""
-    from . import store
+    """The CLI in a process of its own (the `tracekit` command: tracekit._command, which also sets
+    pyarrow's pool before pyarrow loads), so a conversion may tune it (tracekit.own_process)."""
+    from . import own_process
 
-    store.OWN_PROCESS = True
+    own_process()
     main()
 
 

@@ -33,7 +33,7 @@ import orjson
 
 from . import schema
 from .adapters.base import TraceError
-from . import budget
+from . import OWN_ARROW_POOL, budget
 from .store import SourceSummary, Store, writing
 
 
@@ -107,9 +107,9 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
 
 
 def _worker_main() -> None:
-    from . import store
+    from . import own_process
 
-    store.OWN_PROCESS = True  # a worker process of tracekit's own
+    own_process()  # a worker process of tracekit's own
     out = sys.stdout.buffer
 
     def send(msg) -> None:
@@ -275,6 +275,7 @@ def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outco
     parts.mkdir()
     env = dict(os.environ, TRACEKIT_WORKER_THREADS=str(max(1, default_jobs() // jobs)))
     env[budget.ENV] = str(budget.current())  # each worker within the same budget (per process)
+    env.setdefault("ARROW_DEFAULT_MEMORY_POOL", OWN_ARROW_POOL)  # a process of tracekit's own
     pkg_root = str(Path(__file__).resolve().parents[1])  # so that workers import this tracekit
     env["PYTHONPATH"] = os.pathsep.join(x for x in (pkg_root, os.environ.get("PYTHONPATH")) if x)
     results: dict[int, list | None] = {}  # per chunk; None: failed in the worker, converted here

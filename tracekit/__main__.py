@@ -1,0 +1,5 @@
+"""``python -m tracekit``: the `tracekit` command."""
+
+from . import _command
+
+_command()
