@@ -16,7 +16,7 @@ from .adapters.base import TraceError
 from .adapters.detect import NAMES as FORMAT_NAMES
 from .names import printable
 from .render import TIME_UNITS, convert_timeunit, error_text, json_ready, table_text
-from .store import DEFAULT_DB, Rollback, Store, StoreError, os_error_line, writing
+from .store import DEFAULT_DB, Rollback, Store, StoreError, head_of, os_error_line, writing
 from .store import open as open_store
 
 DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
@@ -478,8 +478,8 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
     between two): its first ``max_rows`` rows, the others counted as they stream past. csv /
     json / parquet write the one result, batch by batch as it streams from DuckDB, into a
     spool file in the system's temporary folder, copied into -o FILE or to standard output at
-    the end: a second result is an error, and nothing is written.  ``fetch(query) -> Arrow table or None``: another engine's results (raising
-    _QueryFailed) instead of the store's."""
+    the end: a second result is an error, and nothing is written.  ``fetch(query) -> Arrow
+    table or None``: another engine's results (raising _QueryFailed) instead of the store's."""
     if fmt == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
     n = len(stmts)
@@ -510,7 +510,7 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
                         continue
                     rows = tbl.to_reader()
                 if fmt == "table":
-                    tbl, total = _head(rows, max_rows)
+                    tbl, total = head_of(rows, max_rows)
                     out = table_text(tbl, max_rows, total)
                     if not output:
                         click.echo(("\n" if texts else "") + out, nl=False)
@@ -562,17 +562,6 @@ def _in_unit(rows: pa.RecordBatchReader, timeunit: str) -> pa.RecordBatchReader:
             yield from convert_timeunit(pa.Table.from_batches([b]), timeunit).to_batches()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
-
-
-def _head(rows: pa.RecordBatchReader, n: int) -> tuple[pa.Table, int]:
-    """The first ``n`` rows (0: all) and the number of all rows; the rows past the first ``n``
-    are counted as they stream past and let go (Store.head's rule)."""
-    kept, total = [], 0
-    for batch in rows:
-        if not n or total < n:
-            kept.append(batch if not n else batch.slice(0, n - total))
-        total += batch.num_rows
-    return pa.Table.from_batches(kept, schema=rows.schema), total
 
 
 def _spool_dir() -> str:

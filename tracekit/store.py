@@ -363,19 +363,12 @@ class Store:
         return None if rel is None else rel.to_arrow_reader(STREAM_BATCH_ROWS)
 
     def head(self, query: str, n: int, params=None) -> tuple[pa.Table, int] | None:
-        """The first ``n`` rows of the query's result (Arrow) and the number of all its rows (None
-        where DuckDB gives no result). The rows past the first ``n`` are counted as they
-        stream from DuckDB, ``STREAM_BATCH_ROWS`` at a time, and let go: a result of millions of
-        rows is never held whole (`tracekit sql`'s table output, which shows the first rows)."""
+        """The first ``n`` rows of the query's result (Arrow; 0: all) and the number of all its
+        rows (None where DuckDB gives no result). The rows past the first ``n`` are counted as
+        they stream from DuckDB, ``STREAM_BATCH_ROWS`` at a time, and let go (`head_of`): a
+        result of millions of rows is never held whole (`tracekit sql`'s table output)."""
         reader = self.stream(query, params=params)
-        if reader is None:
-            return None
-        kept, total = [], 0
-        for batch in reader:
-            if total < n:
-                kept.append(batch.slice(0, n - total))
-            total += batch.num_rows
-        return pa.Table.from_batches(kept, schema=reader.schema), total
+        return None if reader is None else head_of(reader, n)
 
     def rows(self, query: str, params=None) -> list[tuple]:
         """All result rows as tuples."""
@@ -1148,6 +1141,17 @@ def _insert(con: duckdb.DuckDBPyConnection, table_name: str, batch: pa.RecordBat
     # from_arrow + insert_into (not register + INSERT ... SELECT): a registered object stays
     # referenced by the open transaction, so every batch of a conversion would stay in memory
     con.from_arrow(_json_typed(table_name, batch)).insert_into(table_name)
+
+
+def head_of(rows: pa.RecordBatchReader, n: int) -> tuple[pa.Table, int]:
+    """The first ``n`` rows of a stream of batches (0: all of them) and the number of all its
+    rows, read to its end: the batches past the first ``n`` rows are counted and let go."""
+    kept, total = [], 0
+    for batch in rows:
+        if not n or total < n:
+            kept.append(batch if not n else batch.slice(0, n - total))
+        total += batch.num_rows
+    return pa.Table.from_batches(kept, schema=rows.schema), total
 
 
 def open(path: str | os.PathLike = DEFAULT_DB, read_only: bool = True,  # noqa: A001
