@@ -338,6 +338,8 @@ def test_store_head_across_batches(db, monkeypatch):
             head, total = st.head(q, n)
             assert total == whole.num_rows and head.schema == whole.schema
             assert head.equals(whole.slice(0, n))
+        head, total = st.head(q, 0)  # 0: all rows (as --max-rows 0)
+        assert total == whole.num_rows and head.equals(whole)
         head, total = st.head(q + " where false", 5)
         assert total == 0 and head.num_rows == 0 and head.schema == whole.schema
         # a statement that returns no rows of its own runs all the same (DuckDB's empty `Success`)
