@@ -21,8 +21,10 @@ Session settings, and why:
   spark.pyspark.python                local masters only: this Python (the one with tracekit) for
                                       the workers; on a cluster, install tracekit on the executors
   spark.driver.memory 3g, spark.sql.broadcastTimeout 1800 s
-                                      local masters only: the largest views' plans need the
-                                      memory, and a loaded machine the time
+                                      any master (the driver is this process): the largest
+                                      views' plans need the memory (with a cluster's master and
+                                      Spark's 1g, the driver ran out of heap on the fixtures'
+                                      views, 2026-12-02), and a loaded machine the time
 """
 
 from __future__ import annotations
@@ -100,9 +102,9 @@ def session(master: str | None = None, conf: dict | None = None):
         settings.update({"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
                          "spark.driver.extraJavaOptions": log4j, "spark.executor.extraJavaOptions": log4j})
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # what pyspark's SparkContext reads
-        settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                         "spark.driver.memory": "3g",
-                         "spark.sql.broadcastTimeout": "1800"})
+        settings.update({"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"})
+    # any master: the driver is this process (client mode), and it plans the largest views
+    settings.update({"spark.driver.memory": "3g", "spark.sql.broadcastTimeout": "1800"})
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
