@@ -191,10 +191,9 @@ def test_views_are_created_when_first_needed(convert):
 
 
 def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
-    """A read-only session keeps a shared view's rows once a second query needs them, one of the
-    two through another view; one query is planned whole (nothing kept), and so is a view that
-    queries only name directly; a store open for writing keeps nothing; the kept view answers
-    with the view's own column types."""
+    """A read-only session keeps a shared view's rows once a second query needs them (naming it or
+    through another view); one query is planned whole (nothing kept); a store open for writing
+    keeps nothing; the kept view answers with the view's own column types and rows."""
     from tracekit.store import Store
 
     opened = convert(FIXTURES / "kineto" / "graphs.json.gz")
@@ -205,13 +204,16 @@ def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
         assert st._kept == {}  # one query: idle_gaps and gpu_launches were planned inside it
     with Store(path, read_only=True) as st:
         plain_types = st.con.sql("select * from idle_gaps").types  # (`con` counts no need)
-        for _ in range(2):
-            assert st.rows("select * from idle_gaps")
-        assert st._kept == {}  # named directly only
+        gaps = sorted(st.con.sql("select * from idle_gaps").fetchall(), key=str)
+        assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps
+        assert st._kept == {}  # one query: planned whole
+        assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps
+        assert set(st._kept) == {"idle_gaps"}  # named directly a second time
+        assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps  # from the kept rows
         assert sorted(st.rows("select * from phase_idle"), key=str) == plain
-        assert set(st._kept) == {"idle_gaps"}  # its third need, the first through a view
+        assert set(st._kept) == {"idle_gaps"}  # gpu_launches: its first need (idle_gaps reads none)
         assert sorted(st.rows("select * from phase_idle"), key=str) == plain
-        assert {"idle_gaps", "gpu_launches"} <= set(st._kept)  # gpu_launches: its second need
+        assert {"idle_gaps", "gpu_launches", "phase_idle"} <= set(st._kept)  # their second
         assert "__tk_kept_idle_gaps" in st.one("select sql from duckdb_views() where view_name = 'idle_gaps'")
         assert st.sql("select * from idle_gaps").types == plain_types
         assert set(st._kept) <= views.kept_views()

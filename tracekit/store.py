@@ -238,11 +238,13 @@ class Store:
     # -- shared views, computed once ---------------------------------------------------------
     # A session of queries on a store that nothing writes (opened read-only, or a Parquet
     # export) keeps the rows of a shared view (`views.kept_views()`: gpu_launches, idle_gaps,
-    # roofline, phase_ops ...) once a second query needs them, one of the two reading them
-    # through another view, and reads them from then on instead of computing them inside every
+    # roofline, phase_ops ...) once a second query needs them (naming them or reading them
+    # through another view), and reads them from then on instead of computing them inside every
     # query again: `tracekit diagnose`, a notebook, a script of several statements. One query
     # alone is planned whole, as before (DuckDB can then push its filters into the shared
-    # views), and so is a view that queries only ever name directly. The rows are kept as
+    # views); the second query of a shared view pays for keeping its rows (all of them, whatever
+    # its filter: on the 179 MB capture roofline's took about a first query's time), the
+    # queries after it read them. The rows are kept as
     # Arrow, text columns dictionary-encoded (a kernel name of 360 characters is stored once, not
     # once per row), and read back with the view's own column types. When a parameter they
     # depend on changes (`--param`, SET VARIABLE), every kept view is dropped and computed again
@@ -254,7 +256,6 @@ class Store:
     def _init_kept(self, keep: bool) -> None:
         self._keep = bool(keep)
         self._needs: dict[str, int] = {}  # shared view -> queries that needed it
-        self._through: set[str] = set()  # shared views that a query read through another view
         self._small: bool | None = None  # `_small_enough`, once asked
         self._kept: dict[str, dict] = {}  # kept view -> the parameter values it was computed with
         self._kept_rows: dict[str, pa.Table] = {}
@@ -264,11 +265,10 @@ class Store:
         if not shared:
             return
         self._drop_stale()
-        self._through.update(views.read_within(names))
         for n in shared:  # creation order: the shared views a view reads are kept before it
             if n not in self._kept and self._keep:
                 self._needs[n] = self._needs.get(n, 0) + 1
-                if self._needs[n] >= 2 and n in self._through and self._small_enough():
+                if self._needs[n] >= 2 and self._small_enough():
                     try:
                         self._keep_view(n)
                     except duckdb.Error:  # (the query itself will say what is wrong, if it is)

@@ -174,11 +174,6 @@ def kept_views() -> frozenset[str]:
     return frozenset(u for v in all_views() for u in v.uses if _by_name()[u].uses)
 
 
-def read_within(names) -> set[str]:
-    """The views that some view among ``names`` reads."""
-    return {u for n in names for u in _by_name()[n].uses}
-
-
 _PARAM = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
 
 
