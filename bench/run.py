@@ -196,6 +196,9 @@ def issue24(rep: Report, py: str, a, trace: Path, db: Path, work: Path) -> None:
     first = sorted(((x["first_s"], k) for k, x in v.items() if x["first_s"] > 0.1), reverse=True)
     print(f"  views over 100 ms on their first query (a session's first, as one `tracekit sql`: nothing "
           f"kept yet): {len(first)} of {len(v)}: " + ", ".join(f"{k} {t * 1000:.0f} ms" for t, k in first), flush=True)
+    second = sorted(((x["second_s"], k) for k, x in v.items() if x["second_s"] > 0.1), reverse=True)
+    print(f"  views over 100 ms on their second query (the one that keeps the shared views it names or "
+          f"reads): {len(second)} of {len(v)}: " + ", ".join(f"{k} {t * 1000:.0f} ms" for t, k in second), flush=True)
     worst = max(v.items(), key=lambda kv: kv[1]["warm_median_s"])
     rep.add(case, f"slowest view warm: {worst[0]}",
             {"wall": worst[1]["warm_median_s"], "cpu": float("nan"), "rss_mb": float("nan")},
@@ -373,7 +376,7 @@ def main() -> int:
         print("\nwarm view queries on the kineto store (SELECT * into Arrow, median of 5):")
         for k, x in sorted(v.items(), key=lambda kv: -kv[1]["warm_median_s"]):
             print(f"  {k:26s} {x['warm_median_s'] * 1000:8.1f} ms   first {x['first_s'] * 1000:8.1f} ms   "
-                  f"rows {x['rows']}")
+                  f"second {x['second_s'] * 1000:8.1f} ms   rows {x['rows']}")
         worst = max(v.items(), key=lambda kv: kv[1]["warm_median_s"])
         rep.add("views, kineto store", f"slowest: {worst[0]}",
                 {"wall": worst[1]["warm_median_s"], "cpu": float("nan"), "rss_mb": float("nan")},
