@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every tracekit view on Apache Spark SQL against DuckDB, with timings (docs/scaling.md).
 
-    python bench/spark_views.py OUT TRACE... [--view NAME]... [--master URL]
+    python bench/spark_views.py OUT TRACE... [--view NAME]... [--master URL] [--conf KEY=VALUE]...
 
 Converts the traces into OUT/store.duckdb, exports it as the partitioned Parquet dataset
 OUT/parquet (docs/scaling.md), starts one Spark session (local[*] unless --master), registers the
@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("traces", nargs="+")
     ap.add_argument("--view", action="append", default=[])
     ap.add_argument("--master", default=None)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting, as tracekit's --spark-conf (e.g. spark.executor.memory=2g)")
     a = ap.parse_args(argv)
 
     import tracekit
@@ -44,7 +46,7 @@ def main(argv: list[str]) -> int:
     tracekit.convert(a.traces, db=str(out / "store.duckdb"))
     with Store(str(out / "store.duckdb"), sandbox=False) as st:
         st.export_parquet(out / "parquet", partitioned=True)
-    spark = S.session(a.master)
+    spark = S.session(a.master, dict(c.split("=", 1) for c in a.conf))
     S.register_dataset(spark, out / "parquet")
     st = tracekit.open(str(out / "store.duckdb"))
     same = 0
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
             print(f"{name:26s} did not run on Spark: {S._first_line(e)[:200]}")
             continue
         dt = time.perf_counter() - t
-        why = same_rows(st.con.execute(f"SELECT * FROM {name}").to_arrow_table().to_pylist(), got)
+        why = same_rows(st.con.sql(f"SELECT * FROM {name}").to_arrow_table().to_pylist(), got)
         same += why is None
         print(f"{name:26s} {len(got):7d} rows {dt:7.2f} s  {'same as DuckDB' if why is None else 'DIFFERENT: ' + why[:200]}")
     st.close()

@@ -98,12 +98,24 @@ def test_cli_convert_and_sql_on_spark(tmp_path):
     assert bad.returncode != 0 and bad.stderr.startswith("tracekit: error: query failed")
     assert len(bad.stderr.strip().splitlines()) == 1
 
+    # --spark-conf goes over tracekit's own settings: ANSI mode on, a division by zero fails
+    # (tracekit's session has it off, so that it is NULL as in DuckDB)
+    q = "select count(*) filter (where dur_ns / (source_id - source_id) is null) as n from kernels"
+    assert json.loads(_cli("sql", "--engine", "spark", "--db", ds, q, "--format", "json").stdout)[0]["n"] > 0
+    ansi = _cli("sql", "--engine", "spark", "--db", ds, q, "--spark-conf", "spark.sql.ansi.enabled=true",
+                check=False)
+    assert ansi.returncode != 0 and "DIVIDE_BY_ZERO" in ansi.stderr, ansi.stderr
+    assert len(ansi.stderr.strip().splitlines()) == 1
+
 
 def test_spark_options_errors_are_one_line(tmp_path):
     cases = [
         (("sql", "--engine", "spark", "--db", tmp_path / "missing", "select 1"), "not a folder"),
         (("convert", "--engine", "spark", INPUTS[0]), "--parquet DIR"),
         (("sql", "--master", "local[2]", "select 1", "--db", tmp_path / "x.duckdb"), "--master needs --engine spark"),
+        (("sql", "--spark-conf", "a=b", "select 1", "--db", tmp_path / "x.duckdb"), "--spark-conf needs --engine spark"),
+        (("convert", "--engine", "spark", "--parquet", tmp_path / "d", "--spark-conf", "novalue", INPUTS[0]),
+         "--spark-conf 'novalue': expected KEY=VALUE"),
     ]
     for args, what in cases:
         r = _cli(*args, check=False)

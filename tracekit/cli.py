@@ -81,8 +81,11 @@ def entry():
                    "dataset --parquet DIR (written afresh; no store), on --master (docs/scaling.md).")
 @click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
                                               "a cluster's spark://host:7077, yarn, ...).")
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="With --engine spark: a Spark setting, e.g. --spark-conf spark.executor.memory=2g "
+                   "(repeatable; over tracekit's own and spark-defaults.conf).")
 def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet,
-            engine, master, memory_budget):
+            engine, master, spark_conf, memory_budget):
     """Convert trace files into a store (one source per file).
 
     INPUTS are Kineto/torch.profiler JSON (.json, .json.gz), Nsight Systems exports (.sqlite,
@@ -121,10 +124,10 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     if note:  # pip install -q hid hatch_build.py's warning
         click.echo(note, err=True)
     if engine == "spark":
-        _convert_spark(inputs, parquet_dir, master, fmt, rank, strict, replace)
+        _convert_spark(inputs, parquet_dir, master, _spark_conf(spark_conf), fmt, rank, strict, replace)
         return
-    if master:
-        _fail("--master needs --engine spark")
+    if master or spark_conf:
+        _fail(("--master" if master else "--spark-conf") + " needs --engine spark")
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
         _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
@@ -218,7 +221,18 @@ def _keep_or_roll_back(db: Path, replace: bool, failed: int, total: int) -> None
         raise Rollback()
 
 
-def _convert_spark(inputs, parquet_dir, master, fmt, rank, strict, replace) -> None:
+def _spark_conf(pairs) -> dict:
+    """--spark-conf KEY=VALUE ... as a dict (a pair without '=' or a key: one-line error)."""
+    conf = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--spark-conf {p!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
+        conf[key.strip()] = value
+    return conf
+
+
+def _convert_spark(inputs, parquet_dir, master, conf, fmt, rank, strict, replace) -> None:
     """convert --engine spark: one Spark task per input, each writing its partitions of the dataset."""
     if not parquet_dir:
         _fail("--engine spark writes the partitioned Parquet dataset: give --parquet DIR")
@@ -227,7 +241,7 @@ def _convert_spark(inputs, parquet_dir, master, fmt, rank, strict, replace) -> N
 
     try:
         results = convert_dataset(inputs, parquet_dir, master=master, fmt=fmt, rank=rank, strict=strict,
-                                  replace=replace)
+                                  replace=replace, conf=conf)
     except (DatasetError, SparkUnavailable) as e:
         _fail(str(e))
     for r in results:
@@ -345,7 +359,10 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
                    "are written in DuckDB's SQL and translated (docs/scaling.md).")
 @click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
                                               "a cluster's spark://host:7077, yarn, ...).")
-def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, engine, master):
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="With --engine spark: a Spark setting, e.g. --spark-conf spark.executor.memory=2g "
+                   "(repeatable; over tracekit's own and spark-defaults.conf).")
+def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, engine, master, spark_conf):
     """Run SQL against the store (read-only); every view of `tracekit views` is available.
     --db may also name a Parquet export (convert --parquet DIR): the same views over its files.
 
@@ -388,10 +405,10 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, 
     if not stmts:
         _fail(f"{where}: no SQL statement in it (only blanks or comments)")
     if engine == "spark":
-        _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master)
+        _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master, _spark_conf(spark_conf))
         return
-    if master:
-        _fail("--master needs --engine spark")
+    if master or spark_conf:
+        _fail(("--master" if master else "--spark-conf") + " needs --engine spark")
     try:
         store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
@@ -441,7 +458,7 @@ def _read_query(query: str | None, query_file: str | None) -> tuple[str, str]:
     return text, where
 
 
-def _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master) -> None:
+def _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master, conf) -> None:
     """sql --engine spark: each statement translated and run on Spark over the dataset DIR."""
     from .spark.engine import SparkEngine, SparkQueryError, SparkUnavailable
 
@@ -452,7 +469,7 @@ def _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master) -> No
             _fail(f"--param {p!r}: expected NAME=VALUE")
         values[name] = _param_value(value)
     try:
-        eng = SparkEngine(db, master=master, params=values)
+        eng = SparkEngine(db, master=master, params=values, conf=conf)
     except SparkUnavailable as e:
         _fail(str(e))
     except StoreError as e:

@@ -105,17 +105,17 @@ def _prepare(dataset: Path, inputs: list[Path], replace: bool) -> None:
 
 def convert_dataset(inputs, dataset, master: str | None = None, fmt: str | None = None,
                     rank: int | None = None, strict: bool = False, replace: bool = False,
-                    spark=None) -> list[TaskResult]:
+                    spark=None, conf: dict | None = None) -> list[TaskResult]:
     """Convert INPUTS into the partitioned Parquet dataset DATASET with one Spark task per input;
     returns each input's TaskResult in input order.  ``spark``: an existing SparkSession
-    (default: `session.session(master)`)."""
+    (default: `session.session(master, conf)`)."""
     inputs = [Path(p) for p in inputs]
     dataset = Path(dataset).resolve()
     _prepare(dataset, inputs, replace)
     if spark is None:
         from .session import session
 
-        spark = session(master)
+        spark = session(master, conf)
     from .. import budget
 
     each = budget.current()  # per task, as per worker process of `convert --jobs`

@@ -29,9 +29,11 @@ class SparkEngine:
     """A Spark session over the tracekit Parquet dataset ``dataset`` (partitioned or flat; a
     local folder, or an hdfs:// / s3a:// URL read as the partitioned layout), its tables
     registered; each query registers the views it reads.  ``params``: view parameters
-    (``--param``).  ``spark``: an existing SparkSession (left running by `close`)."""
+    (``--param``).  ``conf``: Spark settings over tracekit's (`session.session`).  ``spark``: an
+    existing SparkSession (left running by `close`)."""
 
-    def __init__(self, dataset, master: str | None = None, params: dict | None = None, spark=None):
+    def __init__(self, dataset, master: str | None = None, params: dict | None = None, spark=None,
+                 conf: dict | None = None):
         from . import session as s
 
         d = str(dataset)
@@ -40,7 +42,7 @@ class SparkEngine:
                              f"`tracekit convert TRACE --parquet {d} --partitioned`")
         self.params = dict(params or {})
         self._own = spark is None
-        self.spark = spark if spark is not None else s.session(master)
+        self.spark = spark if spark is not None else s.session(master, conf)
         try:
             s.register_dataset(self.spark, d)
         except (FileNotFoundError, ValueError) as e:

@@ -25,6 +25,11 @@ Session settings, and why:
                                       views' plans need the memory (with a cluster's master and
                                       Spark's 1g, the driver ran out of heap on the fixtures'
                                       views, 2026-12-02), and a loaded machine the time
+  spark.executor.memory               not set: a cluster's own (spark-defaults.conf), else Spark's
+                                      1g, which is too little for every view in one session (an
+                                      executor ran out of heap on steady_state after 42 views,
+                                      2026-12-03): give 2g with ``conf`` / --spark-conf
+``conf`` (tracekit's --spark-conf KEY=VALUE) goes over all of these.
 """
 
 from __future__ import annotations
@@ -117,8 +122,8 @@ def session(master: str | None = None, conf: dict | None = None):
     import logging
 
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a failed query: the error is raised
-    for k, v in _CONF.items():  # a reused session gets them too (runtime settings)
-        spark.conf.set(k, v)
+    for k, v in _CONF.items():  # a reused session gets them too (runtime settings; ``conf`` over them)
+        spark.conf.set(k, (conf or {}).get(k, v))
     return spark
 
 
