@@ -466,8 +466,11 @@ class _Rules:
             if r["instances"] and r["instances"] > 1 and r["bytes"]:
                 per = f", {r['bytes'] / r['instances'] / 1e9:.3g} GB and {fmt_ns(r['gpu_ns'] / r['instances'])} GPU per instance"
             parts.append(f"{r['phase']} {what}{per}")
+        # the means summed in one order (a parallel avg() of thousands of calls differed in the
+        # last digits from run to run on the 179 MB capture, so the report's JSON did too)
         lq = f"""SELECT op, shapes, dtype, count(*) AS calls, sum(gpu_ns)::BIGINT AS gpu_ns,
-                        avg(pct_peak_bytes) AS pct_peak_bytes, avg(pct_peak_flops) AS pct_peak_flops,
+                        list_avg(list(pct_peak_bytes ORDER BY pct_peak_bytes)) AS pct_peak_bytes,
+                        list_avg(list(pct_peak_flops ORDER BY pct_peak_flops)) AS pct_peak_flops,
                         100.0 * sum(gpu_ns) / (SELECT sum(gpu_ns) FROM roofline WHERE source_id = {sid} AND model = 'matmul')
                             AS pct_of_matmul_ns
                  FROM roofline WHERE source_id = {sid} AND model = 'matmul' AND bound = 'latency'
