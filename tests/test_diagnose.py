@@ -826,3 +826,33 @@ def test_texts_say_one_in_the_singular(stores):
     assert "LIMIT 10" in lines[k]
     body = lines[k + 3:]
     assert len(list(itertools.takewhile(lambda line: line.startswith("            ") and line.strip(), body))) == 5
+
+
+def test_roofline_latency_bound_matmuls(stores):
+    """The roofline rule's latency-bound matmuls on the real batch-1 decode: the five (op, shapes,
+    dtype) groups of roofline's latency-bound matmul calls with the most GPU time, each with the
+    mean of its calls' percentages of peak (computed here in Python from roofline's rows), and
+    their share of all matmul GPU time in the summary."""
+    from collections import defaultdict
+
+    st = stores("decode_b1", DECODE_B1)
+    rows = st.rows("SELECT op, shapes, dtype, gpu_ns, pct_peak_bytes, pct_peak_flops, bound FROM roofline "
+                   "WHERE source_id = 0 AND model = 'matmul'")
+    groups = defaultdict(list)
+    for op, shapes, dtype, gpu_ns, b, f, bound in rows:
+        if bound == "latency":
+            groups[(op, shapes, dtype)].append((gpu_ns, b, f))
+    all_ns = sum(r[3] for r in rows)
+    top = sorted(groups.items(), key=lambda kv: -sum(c[0] for c in kv[1]))[:5]
+    f = one(diag(st), "roofline", source_id=0)
+    got = f.metrics["latency_matmuls"]
+    assert [(g["op"], g["shapes"], g["dtype"], g["calls"]) for g in got] == [(*k, len(c)) for k, c in top]
+    for g, (_, calls) in zip(got, top):
+        assert g["gpu_ns"] == sum(c[0] for c in calls)
+        assert g["pct_peak_bytes"] == pytest.approx(sum(c[1] for c in calls) / len(calls), rel=1e-12)
+        assert g["pct_peak_flops"] == pytest.approx(sum(c[2] for c in calls) / len(calls), rel=1e-12)
+        assert g["pct_of_matmul_ns"] == pytest.approx(100 * g["gpu_ns"] / all_ns, rel=1e-12)
+    assert got[0]["shapes"] == "[[1, 1, 1024], [1024, 1024], []]" and got[0]["calls"] == 256
+    tot = sum(g["pct_of_matmul_ns"] for g in got)
+    assert 90 < tot < 95  # batch 1: nearly all matmul time is latency-bound GEMVs
+    assert f"latency-bound matmuls take {tot:.1f} % of the matmul GPU time" in f.summary
