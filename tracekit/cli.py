@@ -51,6 +51,21 @@ def entry():
     main()
 
 
+def _spark_options(f):
+    """--master and --spark-conf, the Spark engine's options of convert and sql."""
+    f = click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+                     help="With --engine spark: a Spark setting, e.g. --spark-conf spark.executor.memory=2g "
+                          "(repeatable; over tracekit's own and spark-defaults.conf).")(f)
+    return click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
+                                                         "a cluster's spark://host:7077, yarn, ...).")(f)
+
+
+def _spark_only(master, spark_conf) -> None:
+    """One line, exit 2, when a Spark option is given without --engine spark."""
+    if master or spark_conf:
+        _fail(("--master" if master else "--spark-conf") + " needs --engine spark")
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @DB_OPTION
@@ -79,11 +94,7 @@ def entry():
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
               help="spark: convert each input as a Spark task straight into the partitioned Parquet "
                    "dataset --parquet DIR (written afresh; no store), on --master (docs/scaling.md).")
-@click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
-                                              "a cluster's spark://host:7077, yarn, ...).")
-@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
-              help="With --engine spark: a Spark setting, e.g. --spark-conf spark.executor.memory=2g "
-                   "(repeatable; over tracekit's own and spark-defaults.conf).")
+@_spark_options
 def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, allow_duplicate, jobs, quiet,
             engine, master, spark_conf, memory_budget):
     """Convert trace files into a store (one source per file).
@@ -126,8 +137,7 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     if engine == "spark":
         _convert_spark(inputs, parquet_dir, master, _spark_conf(spark_conf), fmt, rank, strict, replace)
         return
-    if master or spark_conf:
-        _fail(("--master" if master else "--spark-conf") + " needs --engine spark")
+    _spark_only(master, spark_conf)
     jobs = jobs or default_jobs()
     if jobs > 1 and len(inputs) > 1:
         _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,
@@ -357,11 +367,7 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
               help="spark: run on Apache Spark over the Parquet dataset --db DIR; the query and the views "
                    "are written in DuckDB's SQL and translated (docs/scaling.md).")
-@click.option("--master", metavar="URL", help="With --engine spark: Spark's master (default local[*]; "
-                                              "a cluster's spark://host:7077, yarn, ...).")
-@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
-              help="With --engine spark: a Spark setting, e.g. --spark-conf spark.executor.memory=2g "
-                   "(repeatable; over tracekit's own and spark-defaults.conf).")
+@_spark_options
 def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, engine, master, spark_conf):
     """Run SQL against the store (read-only); every view of `tracekit views` is available.
     --db may also name a Parquet export (convert --parquet DIR): the same views over its files.
@@ -407,8 +413,7 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, 
     if engine == "spark":
         _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master, _spark_conf(spark_conf))
         return
-    if master or spark_conf:
-        _fail(("--master" if master else "--spark-conf") + " needs --engine spark")
+    _spark_only(master, spark_conf)
     try:
         store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:

@@ -122,8 +122,8 @@ def session(master: str | None = None, conf: dict | None = None):
     import logging
 
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a failed query: the error is raised
-    for k, v in _CONF.items():  # a reused session gets them too (runtime settings; ``conf`` over them)
-        spark.conf.set(k, (conf or {}).get(k, v))
+    for k in _CONF:  # a reused session gets them too (runtime settings; ``conf`` over them)
+        spark.conf.set(k, settings[k])
     return spark
 
 
