@@ -24,6 +24,10 @@ SCHEMA_VERSION = 3
 
 I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 JSON = pa.string()  # JSON text; DuckDB columns are declared JSON
+# How the store compresses its JSON columns (DuckDB's USING COMPRESSION; None: DuckDB chooses,
+# which is its dictionary + FSST method).  Long, unique JSON texts (Kineto's args: 57 MiB of the
+# 179 MB capture) compress better and faster with zstd (docs/scaling.md, "Knobs").
+JSON_COMPRESSION = "zstd"
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,9 @@ class Table:
         return [c.name for c in self.columns]
 
     def ddl(self, qualified_name: str | None = None) -> str:
-        cols = ",\n  ".join(f'"{c.name}" {c.sql_type}' for c in self.columns)
+        cols = ",\n  ".join(f'"{c.name}" {c.sql_type}' + (f" USING COMPRESSION {JSON_COMPRESSION}"
+                                                            if c.json and JSON_COMPRESSION else "")
+                            for c in self.columns)
         return f"CREATE TABLE IF NOT EXISTS {qualified_name or self.name} (\n  {cols}\n)"
 
 
