@@ -41,6 +41,9 @@ DEFAULT_DB = "tracekit.duckdb"
 # without keeping the input order: queries order explicitly (rowid order is no promise of the store).
 PARALLEL_INSERT = True
 INSERT_THREADS = 4
+# DuckDB threads while the gathered tables of a serial reader (Kineto, ncu) are inserted (None:
+# leave `threads` as it is).
+SERIAL_INSERT_THREADS = 1
 # Arrow memory pool while converting without parallel inserts (None: leave pyarrow's default).
 # Arrays keep the pool they came from, so switching back afterwards is safe.
 CONVERT_ARROW_POOL = "system"
@@ -450,6 +453,8 @@ class Store:
     def _convert(self, adapter, path: Path, progress, rank, strict, parallel) -> SourceSummary:
         source_id = self.next_source_id()
         con = self._con
+        if not parallel and SERIAL_INSERT_THREADS:  # `convert` restores `threads` after
+            con.execute(f"SET threads = {SERIAL_INSERT_THREADS}")
         con.execute("BEGIN TRANSACTION")
         try:
             if parallel:
