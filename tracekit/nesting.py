@@ -27,6 +27,10 @@ STREAM_NESTING = True
 # of a big source spills under the cap); the memory budget may make it fewer (budget.plan's
 # nest_rows: 262,144 at 400 MB).  A source with more events is nested a piece at a time.
 NEST_UPDATE_ROWS = 1 << 22
+# The Kineto reader holds back the rows of the tracks it leaves to the store (`StreamNesting.held`)
+# up to this many Arrow bytes, so that the store inserts them nested instead of UPDATEing them
+# (0: none held; beyond: all handed on unnested).  docs/scaling.md, "Tuning constants".
+HOLD_LATE_BYTES = 8 << 20
 
 
 def _piece_rows() -> int:
@@ -287,14 +291,19 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
                      "parent_id": pa.array(parent, pa.int64())})
 
 
-def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list) -> None:
+def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
+                   held: list | None = None) -> pa.Table | None:
     """Nest again the whole of each track of ``tracks`` ((pid, tid, device_id, stream_id) each:
     those whose rows the reader got out of order, `StreamNesting.late_tracks`), and write back
-    only the rows whose depth / parent_id change: an UPDATE rewrites every row group it touches
-    at COMMIT, and the late rows are few and together (CUPTI's overhead spans at the end of the
-    179 MB capture: its 160 events of track (-1, 0), 15 of them late).  Tracks of more than a
-    piece of events (`_piece_rows`) in all are reset instead and nested with the others left
-    NULL (`_derive_nesting`)."""
+    only the stored rows whose depth / parent_id change: an UPDATE rewrites every row group it
+    touches at COMMIT, and the late rows are few and together (CUPTI's overhead spans at the end
+    of the 179 MB capture: its 16 events of track (-1, 0), 15 of them late).  ``held``: the
+    events rows of those tracks that the reader held back (`StreamNesting.held`), nested here with
+    the stored ones and returned as a table with their depth / parent_id, for the caller to insert
+    (None: none held).  Tracks of more than a piece of events (`_piece_rows`) in all are reset
+    instead and nested with the others left NULL (`_derive_nesting`): the held rows are then
+    returned as they are (NULL), to be nested with them."""
+    late = pa.Table.from_batches(held) if held else None
     keys = pa.table({k: pa.array([t[i] for t in tracks], typ) for i, (k, typ) in
                      enumerate(zip(_TRACK, (pa.int64(), pa.int64(), pa.int32(), pa.int64())))})
     on = " AND ".join(f"e.{k} IS NOT DISTINCT FROM t.{k}" for k in _TRACK)
@@ -302,25 +311,37 @@ def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list)
     try:
         n = con.execute(f"SELECT count(*) FROM events e SEMI JOIN __tk_late t ON {on} "
                         "WHERE e.source_id = $sid", {"sid": source_id}).fetchall()[0][0]
-        if native is None or n > _piece_rows():
+        if native is None or n + (late.num_rows if late else 0) > _piece_rows():
             con.execute(f"""UPDATE events AS e SET depth = NULL, parent_id = NULL FROM __tk_late AS t
                             WHERE e.source_id = $sid AND {on}""", {"sid": source_id})
-            return
+            return late
         rows = con.sql(f"SELECT {', '.join('e.' + c for c in _NEST_COLS.split(', '))}, e.depth, e.parent_id "
                        f"FROM events e SEMI JOIN __tk_late t ON {on} WHERE e.source_id = $sid",
                        params={"sid": source_id}).to_arrow_table()
     finally:
         con.unregister("__tk_late")
-    fix = _nest_table(rows.select(_NEST_COLS.split(", ")))
+    cols = _NEST_COLS.split(", ")
+    both = rows.select(cols)
+    if late is not None:
+        both = pa.concat_tables([both, late.select(cols).cast(both.schema)])
+    fix = _nest_table(both)
+    stored = fix.slice(0, rows.num_rows)
 
     def same(a, b):
         return pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
 
-    keep = pc.and_(same(fix.column("depth"), rows.column("depth").cast(pa.int32())),
-                   same(fix.column("parent_id"), rows.column("parent_id")))
-    changed = fix.filter(pc.invert(keep))
+    keep = pc.and_(same(stored.column("depth"), rows.column("depth").cast(pa.int32())),
+                   same(stored.column("parent_id"), rows.column("parent_id")))
+    changed = stored.filter(pc.invert(keep))
     if changed.num_rows:
         _write_back(con, source_id, changed)
+    if late is None:
+        return None
+    new = fix.slice(rows.num_rows)
+    for name in ("depth", "parent_id"):
+        i = late.schema.get_field_index(name)
+        late = late.set_column(i, late.schema.field(i), new.column(name).cast(late.schema.field(i).type))
+    return late
 
 
 class StreamNesting:
@@ -336,11 +357,21 @@ class StreamNesting:
     earlier chunk: the Python-stack events that two real-world traces of the corpus write after
     the ops they enclose; CUPTI's overhead spans among the 179 MB capture's last events) is left
     to the store: its later rows keep depth NULL, and `late_tracks` lists it, so that the store
-    nests the whole track again after the rows are in (`_renest_tracks`)."""
+    nests the whole track again after the rows are in (`_renest_tracks`).
+
+    Those later rows are held back (`held`, up to HOLD_LATE_BYTES) rather than handed on with
+    depth NULL: the store nests them with the track's stored rows and inserts them nested, so that
+    no stored event is UPDATEd unless the late rows change its nesting.  An UPDATE of the events,
+    even of a few rows, made the 179 MB capture's COMMIT 0.09 s longer (it rewrites the row
+    groups), for its 15 late rows of CUPTI overhead at the very end.  Beyond HOLD_LATE_BYTES the
+    held rows are handed on, unnested, and no more are held."""
 
     def __init__(self):
         self.active = native is not None and NATIVE_NESTING and STREAM_NESTING
         self.late_tracks: set[tuple] = set()  # (pid, tid, device_id, stream_id) left to the store
+        self.held: list[pa.RecordBatch] = []  # rows of those tracks held back (depth NULL)
+        self._held_bytes = 0
+        self._hold = HOLD_LATE_BYTES > 0
         self._carry: pa.Table | None = None
 
     def _keys(self, tbl: pa.Table, rows) -> set:
@@ -402,6 +433,16 @@ class StreamNesting:
             size = b.num_rows
             di, pi = b.schema.get_field_index("depth"), b.schema.get_field_index("parent_id")
             b = b.set_column(di, b.schema.field(di), d.slice(at, size))
-            out.append(b.set_column(pi, b.schema.field(pi), p.slice(at, size)))
+            b = b.set_column(pi, b.schema.field(pi), p.slice(at, size))
+            if skip is not None and self._hold:  # the rows left to the store: held back
+                late = skip.slice(at, size)
+                if pc.any(late).as_py():
+                    self.held.append(b.filter(late))
+                    self._held_bytes += self.held[-1].nbytes
+                    b = b.filter(pc.invert(late))
+            out.append(b)
             at += size
+        if self._held_bytes > HOLD_LATE_BYTES:  # too many: handed on unnested, as without holding
+            out = self.held + out
+            self.held, self._hold = [], False
         return out

@@ -475,7 +475,7 @@ class Store:
             if rank is not None:
                 info["rank"] = rank
             self._finish_source(source_id, path, adapter.FORMAT, info, adapter.accounting,
-                                adapter.nested, adapter.gpu_pids_filled)
+                                adapter.nested, adapter.gpu_pids_filled, adapter.held_events)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -488,10 +488,12 @@ class Store:
                              frozenset(acc.by_design), repairs)
 
     def _finish_source(self, source_id: int, path: Path, fmt: str, info: dict, acc: Accounting,
-                       nested: list | None = None, gpu_pids_filled: int = 0) -> None:
+                       nested: list | None = None, gpu_pids_filled: int = 0,
+                       held: list | None = None) -> None:
         """The source's last steps: GPU rows' pid, events' nesting, the sources row.  ``nested``:
         the tracks (pid, tid, device_id, stream_id) whose events the reader began to nest and
-        left to the store: nested again whole here (`nesting._renest_tracks`); the events the
+        left to the store: nested again whole here (`nesting._renest_tracks`), with ``held``, the
+        events of those tracks the reader held back, inserted here; the events the
         reader did not nest at all are nested after (`Adapter.nested`, `nesting.StreamNesting`).
         ``gpu_pids_filled``: how many GPU rows the reader gave a pid (`Adapter.gpu_pids_filled`)."""
         con = self._con
@@ -525,7 +527,9 @@ class Store:
             finally:
                 con.execute("DROP TABLE __tk_corr_pid")
         if nested:
-            _renest_tracks(con, source_id, nested)
+            late = _renest_tracks(con, source_id, nested, held)
+            for b in late.combine_chunks().to_batches() if late is not None else ():
+                _insert(con, "events", b)
         _derive_nesting(con, source_id)
         span = con.execute(
             " UNION ALL ".join(

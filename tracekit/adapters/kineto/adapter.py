@@ -68,6 +68,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 yield name, batch
         yield from chunk_end(last=True)
         self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
+        self.held_events = nesting.held
         self.gpu_pids_filled = pids.filled
 
     def _read(self, path, source_id, progress=None):
