@@ -426,7 +426,7 @@ class StreamNesting:
         d, p = d.slice(carry.num_rows), p.slice(carry.num_rows)
         if skip is not None:  # back to the chunk's rows: NULL where left to the store
             at = pc.cumulative_sum(pc.invert(skip).cast(pa.int64()))
-            pos = pc.if_else(skip, None, pc.subtract(at, 1))
+            pos = pc.if_else(skip, pa.scalar(None, pa.int64()), pc.subtract(at, pa.scalar(1, pa.int64())))
             d, p = d.take(pos), p.take(pos)
         out, at = [], 0
         for b in batches:

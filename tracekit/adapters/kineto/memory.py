@@ -11,11 +11,13 @@ import pyarrow.compute as pc
 
 from ... import schema
 
+_MEMORY = pa.scalar("[memory]", pa.string())  # typed: see kineto/scanned.py, _X
+
 
 def split_memory(batch: pa.RecordBatch, source_id: int, accounting):
     """The `[memory]` instants (profile_memory=True) of an events batch go to memory_events;
     one whose args are not an allocation record (no integer Bytes) stays an event."""
-    mask = pc.and_(pc.equal(batch.column("name"), "[memory]"), batch.column("is_instant")).fill_null(False)
+    mask = pc.and_(pc.equal(batch.column("name"), _MEMORY), batch.column("is_instant")).fill_null(False)
     if not pc.any(mask).as_py():
         yield "events", batch
         return

@@ -18,6 +18,10 @@ from .mapping import _ints
 
 _SCAN_I64, _SCAN_STR = _native.kineto_names() if _native is not None else ((), ())
 _INSTANT_PHASES = pa.array([ord(x) for x in "iIn"], pa.uint8())
+# Python values handed to Arrow compute carry their Arrow type: for a value without one, pyarrow
+# infers it, and its inference tries to import dateutil each time (a search of sys.path where
+# dateutil is not installed: ~0.1 ms a call, 450 calls on the 179 MB capture)
+_X = pa.scalar(ord("X"), pa.uint8())
 # the tables converted column-wise whose every source the scanner reads (else: from the
 # decoded events, as the Python path); memops and syncs (few rows) always go row by row
 SCANNED = {t: mapping.scannable(t, set(_SCAN_I64) | set(_SCAN_STR)) for t in ("kernels", "api_calls", "events")}
@@ -46,6 +50,7 @@ class ScannedReader:
         span0, span1 = c["span_start"], c["span_end"]
 
         def decoded(idx):  # the events at idx as structs (one by one, like the Python path)
+            idx = pa.array(idx, pa.int64()) if isinstance(idx, list) else idx
             return [_EV.decode(text[s_:e_]) for s_, e_ in zip(span0.take(idx).to_pylist(),
                                                             span1.take(idx).to_pylist())]
 
@@ -53,7 +58,7 @@ class ScannedReader:
             return [m.start() for m in re.finditer(pattern, ph)]
 
         phs = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(ph)])
-        is_x = pc.equal(phs, ord("X"))
+        is_x = pc.equal(phs, _X)
         xs = pc.indices_nonzero(is_x)
         groups = []  # (cat, table, kind, indices into the chunk), in order of first appearance
         mark = pc.is_in(phs, value_set=_INSTANT_PHASES)  # the rows of `events`, for their ids
@@ -61,7 +66,8 @@ class ScannedReader:
             enc = c["cat"].take(xs).dictionary_encode(null_encoding="encode")
             for k, cat in enumerate(enc.dictionary.to_pylist()):
                 table, kind = mapping.table_of(cat)
-                ci = xs.take(pc.indices_nonzero(pc.equal(enc.indices, k))) if len(enc.dictionary) > 1 else xs
+                ci = (xs.take(pc.indices_nonzero(pc.equal(enc.indices, pa.scalar(k, enc.indices.type))))
+                      if len(enc.dictionary) > 1 else xs)
                 groups.append((cat, table, kind, ci))
             codes = [k for k, g in enumerate(groups) if g[1] == "events"]
             if codes:
@@ -71,7 +77,8 @@ class ScannedReader:
         has_text = pc.max(textual).as_py() == 1
 
         def text_rows(idx) -> bool:  # a pid or tid given as text among these rows?
-            return has_text and pc.max(textual.take(idx)).as_py() == 1
+            return has_text and pc.max(textual.take(
+                pa.array(idx, pa.int64()) if isinstance(idx, list) else idx)).as_py() == 1
 
         flows = at(rb"[sft]")
         instants = at(rb"[iIn]")
@@ -114,7 +121,7 @@ class ScannedReader:
                             c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
         # event ids: one per `events` row, in input order
         cum = pc.cumulative_sum(mark.cast(pa.int64()))
-        base = self._event_id - 1
+        base = pa.scalar(self._event_id - 1, pa.int64())
         self._event_id += cum[-1].as_py()
         dur = c["dur"]
         for k, (cat, table, kind, ci) in enumerate(groups):
@@ -160,7 +167,8 @@ class ScannedReader:
             cols["device_id"], cols["stream_id"], cols["pid"], cols["tid"] = cols["pid"], cols["tid"], None, None
         b["events"].add_columns(m, {
             **cols, "event_id": ids, "start_ns": t0, "end_ns": end, "dur_ns": dur,
-            "category": pa.repeat(pa.scalar(category), m), "is_instant": pa.repeat(pa.scalar(instant), m),
+            "category": pa.repeat(pa.scalar(category, pa.string()), m),
+            "is_instant": pa.repeat(pa.scalar(instant, pa.bool_()), m),
             "args": c["args"].take(ci)})
 
     def _scanned_kernels(self, b, c, ci, t0, end, dur) -> None:
