@@ -41,10 +41,12 @@ class Format:
 
 #: every input format; the order breaks ties between sniffers' answers
 REGISTRY: tuple[Format, ...] = (
-    # the Kineto sniffer lives here until kineto.py declares its own `sniff` (then drop sniffer=)
+    # the Kineto and nsys sniffers live here: detecting one format then imports no other reader
+    # (the nsys package, with sqlite3, subprocess and a thread pool, takes ~8 ms to import)
     Format("kineto", "Kineto/Chrome JSON trace", "tracekit.adapters.kineto", "KinetoAdapter",
            sniffer="tracekit.adapters.detect:sniff_kineto"),
-    Format("nsys", "nsys SQLite or report", "tracekit.adapters.nsys", "NsysAdapter"),
+    Format("nsys", "nsys SQLite or report", "tracekit.adapters.nsys", "NsysAdapter",
+           sniffer="tracekit.adapters.detect:sniff_nsys"),
     Format("ncu", "ncu CSV", "tracekit.adapters.ncu", "NcuAdapter"),
 )
 #: the names, for --format (detection and the messages read REGISTRY itself)
@@ -105,6 +107,14 @@ def sniff_kineto(p: Probe) -> int:
     if p.suffix2.endswith(".json") or p.suffix2.endswith(".json.gz"):
         return GUESS
     return 0
+
+
+def sniff_nsys(p: Probe) -> int:
+    """An nsys SQLite export or report: SQLite's or the report's magic, else a report's name
+    (.nsys-rep / .qdrep; the reader says what is wrong with it).  (``nsys.sniff`` is this.)"""
+    if p.magic.startswith(SQLITE_MAGIC) or p.magic.startswith(NSYS_REP_MAGIC):
+        return MAGIC
+    return NAME if p.suffix in (".nsys-rep", ".qdrep") else 0
 
 
 def _sniffer(f: Format):

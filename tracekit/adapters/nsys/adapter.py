@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from ... import schema
 from ..base import RAW_PREFIX, Adapter, Builders, TraceError, fit, with_raw_args
-from ..detect import MAGIC, NAME, SQLITE_MAGIC, Probe
+from ..detect import sniff_nsys as sniff  # noqa: F401 (the format's sniffer, re-exported)
 from .common import (
     CUPTI_OVERHEAD,
     GRAPH_TRACE,
@@ -21,7 +21,6 @@ from .common import (
     MEMCPY,
     MEMSET,
     NSYS_MARKERS,
-    NSYS_REP_MAGIC,
     READ_TABLES,
     RUNTIME,
     SYNC,
@@ -36,14 +35,6 @@ from .gpu import GpuTables
 from .host import HostTables
 from .reader import SqliteReader
 from .report import export_report, is_report
-
-
-def sniff(p: Probe) -> int:
-    """An nsys SQLite export or report: SQLite's or the report's magic, else a report's name
-    (.nsys-rep / .qdrep; the reader says what is wrong with it)."""
-    if p.magic.startswith(SQLITE_MAGIC) or p.magic.startswith(NSYS_REP_MAGIC):
-        return MAGIC
-    return NAME if p.suffix in (".nsys-rep", ".qdrep") else 0
 
 
 class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):

@@ -7,7 +7,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+from ..detect import NSYS_REP_MAGIC  # noqa: F401 (one definition, in the format registry)
+
 NO_STREAM = 4294967295
 
 # -- enum copies (ENUM_* tables exist only from 2023.1; labels as nsys 2023.1–2026.2 print them) --
