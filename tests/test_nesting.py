@@ -194,6 +194,21 @@ def test_late_rows_held_back_then_inserted_nested(hold, tmp_path, monkeypatch):
     assert a == b and len(a[0]) == 8453 and sum(d is None for _, d, _ in a[0]) == 0
 
 
+def test_late_mask_matches_whole_tracks_null_safe():
+    """`StreamNesting._late_mask` marks the rows of the late tracks only: every key equal, NULL
+    matching NULL.  Synthetic keys (a real capture has one or two late tracks): the rows
+    (1, 4, ..) and (3, 2, ..) have every key among the late tracks' values but are on no late
+    track, and (1, 2, 0, NULL) differs from the late (1, 2, NULL, NULL) by a NULL only."""
+    sn = nesting.StreamNesting()
+    assert sn._late_mask(pa.table({k: pa.array([1], pa.int64()) for k in nesting._TRACK})) is None
+    sn.late_tracks = {(1, 2, None, None), (3, 4, None, None)}
+    rows = [(1, 2, None, None), (1, 4, None, None), (3, 4, None, None), (3, 2, None, None),
+            (1, 2, 0, None), (5, 6, None, None), (1, 2, None, None)]
+    tbl = pa.table({k: pa.array([r[i] for r in rows], pa.int64() if i < 2 else pa.int32())
+                    for i, k in enumerate(nesting._TRACK)})
+    assert sn._late_mask(tbl).to_pylist() == [True, False, True, False, False, False, True]
+
+
 @pytest.mark.skipif(native is None, reason="C module not built")
 def test_contradicted_and_forgotten_pids(tmp_path, monkeypatch):
     """A call naming another pid with a kernel's correlation, after the kernel (edited into the

@@ -379,23 +379,25 @@ class StreamNesting:
         return {tuple(r[k] for k in _TRACK) for r in sub}
 
     def _late_mask(self, tbl: pa.Table) -> pa.Array | None:
-        """True for the rows of tbl on a track left to the store (None: there are none)."""
+        """True for the rows of tbl on a track left to the store (None: there are none).  The
+        rows whose every key is one of the late tracks' values (NULL matching NULL) are the
+        candidates; their whole keys are then looked up (few rows: no Arrow join, whose import of
+        pyarrow.acero alone took 25-50 ms)."""
         if not self.late_tracks:
             return None
-
-        def keyed(t: pa.Table) -> pa.Table:  # NULL-safe join keys: the value (0 for NULL), is NULL
-            cols = {}
-            for k in _TRACK:
-                c = t.column(k).cast(pa.int64())
-                cols[k] = pc.fill_null(c, 0)
-                cols[k + "_null"] = pc.is_null(c)
-            return pa.table(cols)
-
-        late = keyed(pa.table({k: pa.array([t[i] for t in self.late_tracks], pa.int64())
-                               for i, k in enumerate(_TRACK)}))
-        rows = keyed(tbl).append_column("_row", pa.array(range(tbl.num_rows), pa.int64()))
-        hit = rows.join(late, late.column_names, join_type="left semi").column("_row")
-        return pc.is_in(rows.column("_row").combine_chunks(), value_set=hit.combine_chunks())
+        cand = None
+        for i, k in enumerate(_TRACK):
+            c = tbl.column(k)
+            hit = pc.is_in(c, value_set=pa.array([t[i] for t in self.late_tracks], c.type), skip_nulls=False)
+            cand = hit if cand is None else pc.and_(cand, hit)
+        idx = pc.indices_nonzero(cand)
+        sub = tbl.select(list(_TRACK)).take(idx)
+        miss = [i for i, key in zip(idx.to_pylist(), zip(*(sub.column(k).to_pylist() for k in _TRACK)))
+                if key not in self.late_tracks]
+        if not miss:
+            return cand
+        return pc.and_(cand, pc.invert(pc.is_in(pa.array(range(tbl.num_rows), pa.int64()),
+                                                value_set=pa.array(miss, pa.int64()))))
 
     def _nest(self, cols: pa.Table, k: int):
         cols = cols.combine_chunks()
