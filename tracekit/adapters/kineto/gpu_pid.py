@@ -30,7 +30,13 @@ class LaunchPids:
         if corr.null_count == len(corr):
             return
         m = self._pid
-        for c, p in zip(corr.to_pylist(), pid.to_pylist()):
+        cs, ps = corr.to_pylist(), pid.to_pylist()
+        if corr.null_count == 0 and pid.null_count == 0:  # as a rule: one call per correlation,
+            new = dict(zip(cs, ps))                     # none seen before (dict operations in C)
+            if len(new) == len(cs) and not (m.keys() & new.keys()):
+                m.update(new)
+                cs = ps = ()
+        for c, p in zip(cs, ps):
             if c is None or p is None:
                 continue
             was = m.get(c)
@@ -48,9 +54,13 @@ class LaunchPids:
         if pid.null_count == 0 or corr.null_count == len(corr) or not self._pid:
             return batch
         m = self._pid
-        old = pid.to_pylist()
-        new = [p if p is not None or c is None else (None if (q := m.get(c)) is _SEVERAL else q)
-               for p, c in zip(old, corr.to_pylist())]
+        if pid.null_count == len(pid):  # as a rule (Kineto's GPU rows have no pid): look-ups in C
+            new = list(map(m.get, corr.to_pylist()))
+            if _SEVERAL in new:
+                new = [None if q is _SEVERAL else q for q in new]
+        else:
+            new = [p if p is not None or c is None else (None if (q := m.get(c)) is _SEVERAL else q)
+                   for p, c in zip(pid.to_pylist(), corr.to_pylist())]
         got = pa.array(new, pid.type)
         self.filled += pid.null_count - got.null_count
         i = batch.schema.get_field_index("pid")
