@@ -176,6 +176,32 @@ def test_a_session_reads_the_stores_own_copies_while_they_are_unchanged(db, expe
         assert st.one("select count(*) from duckdb_views() where temporary and not internal") >= 2
 
 
+def test_the_check_of_the_copies_is_recorded_until_the_file_changes(tmp_path, monkeypatch):
+    """A conversion records (in the cache folder, `verified/`) that the store's copies are this
+    tracekit's; a session then skips `_copies_marked` (DuckDB's catalog of every function, 20-35
+    ms) while the file is unchanged, and checks again once a client wrote to it (its headers,
+    size and time changed): a macro replaced by hand is still found, and its session uses its
+    own TEMP copies."""
+    monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / "cache"))
+    p = tmp_path / "s.duckdb"
+    tracekit.convert(DECODE, db=p)
+    checks = []
+    real = store._copies_marked
+    monkeypatch.setattr(store, "_copies_marked", lambda *a: checks.append(1) or real(*a))
+    with tracekit.open(p) as st:
+        assert st._copies_are_current() and checks == []
+    con = duckdb.connect(str(p))
+    con.execute("create or replace macro tk_is_comm_kernel(name) as true")  # (same name, no comment)
+    con.close()
+    with tracekit.open(p) as st:
+        assert not st._copies_are_current() and checks == [1]
+        assert st.one("select count(*) from duckdb_functions() where function_name = 'tk_is_comm_kernel' "
+                      "and database_name = 'temp'") == 1
+    assert store._file_state(str(p)) is not None
+    (tmp_path / "s.duckdb.wal").write_bytes(b"")  # changes not checkpointed: never taken as checked
+    assert store._file_state(str(p)) is None and not store._verified(str(p), views.digest())
+
+
 def test_a_persisted_view_whose_macro_is_gone(db, expected, tmp_path):
     """A plain client gets DuckDB's one-line catalog error at query time (opening works);
     tracekit is unaffected (its own macros)."""
@@ -387,7 +413,7 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
 
     monkeypatch.setattr(store, "persist_views", spy)
     tracekit.convert(DECODE, db=tmp_path / "a.duckdb")  # makes the template: views written there
-    assert [p.name for p in cache.iterdir()] == [f"store-template-{store._template_key()}.duckdb"]
+    assert [p.name for p in cache.iterdir() if p.is_file()] == [f"store-template-{store._template_key()}.duckdb"]
     assert wrote == [True]  # into the template; the store, its copy, has them
     tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
     assert wrote == [True]
