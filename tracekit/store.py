@@ -184,9 +184,9 @@ class Store:
                              f"{v and v[0]!r}, this tracekit reads {schema.SCHEMA_VERSION}); "
                              "re-create it with `tracekit convert --replace`")
         have: dict[str, set] = {}
-        for t, c in self._con.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall():
+        for t, c in self._con.execute(  # (duckdb_columns: information_schema's view of it plans 5 ms longer)
+                "SELECT table_name, column_name FROM duckdb_columns() "
+                "WHERE database_name = current_database() AND schema_name = 'main'").fetchall():
             have.setdefault(t, set()).add(c)
         for t in schema.TABLES:
             missing = [c for c in t.column_names if c not in have.get(t.name, set())]
