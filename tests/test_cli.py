@@ -209,6 +209,12 @@ def test_store_of_another_version_or_not_tracekit(tmp_path):
     assert_one_line_error(code, err, "old.duckdb", "--replace")
     code, out, err = run("convert", small_kineto(), "--db", old, "--replace")
     assert code == 0, err
+    con = duckdb.connect(str(old))  # a table without one of its columns: damaged
+    con.execute("drop view if exists hotspots")  # (views read the column)
+    con.execute("alter table kernels drop column short_name")
+    con.close()
+    code, _, err = run("sql", "select 1", "--db", old)
+    assert_one_line_error(code, err, "old.duckdb", "damaged store: table kernels lacks column short_name")
 
 
 def test_utf16_ncu_csv_is_detected(tmp_path):
