@@ -5,6 +5,7 @@ new sources afterwards."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -239,6 +240,24 @@ def test_a_library_call_changes_nothing_process_wide(tmp_path, monkeypatch):
     assert seen[1] == (False, "system") or (seen[1][0] is False and before == "system")
     assert gc.isenabled() and pa.default_memory_pool().backend_name == before
     assert store_mod.OWN_PROCESS is False
+
+
+def test_own_process_imports_without_the_collector_then_freezes_them():
+    """own_process() pauses Python's collector while DuckDB, pyarrow and tracekit import, then
+    freezes what they made (`gc.freeze`) and turns it back on: no collection went over them.
+    Importing tracekit as a library changes none of it. Each case in a fresh interpreter."""
+    def run(code: str) -> list:
+        r = subprocess.run([sys.executable, "-c", "import gc, json; n = []; "
+                            "gc.callbacks.append(lambda p, i: p == 'start' and n.append(i['generation'])); "
+                            + code + "; print(json.dumps([gc.isenabled(), gc.get_freeze_count(), len(n)]))"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    enabled, frozen, passes = run("import tracekit; tracekit.own_process(); import tracekit.store")
+    assert enabled and frozen > 10_000 and passes < 10  # (the imports: 46 k objects, 0-5 passes)
+    enabled, frozen, passes = run("import tracekit, tracekit.store")
+    assert enabled and frozen == 0 and passes > 30  # (~70 passes)
 
 
 def test_own_process_sets_the_arrow_pool_before_pyarrow_loads(tmp_path):
