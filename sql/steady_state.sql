@@ -23,6 +23,10 @@
 --   startup_ns / teardown_ns = device window time before / after the window, startup_busy_ns
 --   the GPU busy time in the start-up part, startup_compile_calls / startup_compile_ns the
 --   code-loading calls (`tk_is_compile_call`) started before the window.
+-- Method (no effect on the result): of the compute kernels only those over some copy are merged
+-- (what covers a copy is the union of those alone), found by an ASOF join on the copies' running
+-- maximum end (a kernel overlaps a copy when the copies that start before it ends reach past
+-- its start).
 -- Parameters: min_step_repeats.
 --
 -- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
@@ -122,10 +126,16 @@ counts AS (
     FROM ops GROUP BY ALL
 ),
 copies AS (SELECT source_id, device_id, start_ns, end_ns FROM ops WHERE kind = 'memcpy'),
-compute_kernels AS (  -- the compute kernels of the devices with copies, to merge
-    SELECT {'source_id': source_id, 'device_id': device_id} AS key, start_ns, end_ns
-    FROM kernels
-    WHERE NOT tk_is_comm_kernel(name) AND (source_id, device_id) IN (SELECT source_id, device_id FROM copies)
+compute_kernels AS (  -- the compute kernels over some copy, to merge (what covers a copy is the
+                      -- union of those alone: a kernel over no copy adds nothing inside one)
+    SELECT {'source_id': k.source_id, 'device_id': k.device_id} AS key, k.start_ns, k.end_ns
+    FROM kernels k
+    ASOF JOIN (SELECT source_id, device_id, start_ns,  -- copies by start: the latest end so far
+                      max(end_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns
+                                        RANGE UNBOUNDED PRECEDING) AS until_ns
+               FROM copies) c
+      ON c.source_id = k.source_id AND c.device_id = k.device_id AND k.end_ns > c.start_ns
+    WHERE NOT tk_is_comm_kernel(k.name) AND c.until_ns > k.start_ns
 ),
 covered AS (  -- per copy, the union of the compute kernels over it (kernels merged first)
     SELECT c.source_id, c.device_id, c.start_ns, c.end_ns,

@@ -335,3 +335,31 @@ def test_declared_uses_are_the_views_each_statement_reads():
         body = re.sub(r"'(?:[^']|'')*'", "''", body)  # string literals are no dependency either
         read = {w for w in word.findall(body) if w in names and w != v.name}
         assert set(v.uses) == read, (v.name, sorted(v.uses), sorted(read))
+
+
+OVERLAPPED_COPIES = [p for p in realworld("kineto") if p.name in ("hta__diff_test.json.gz", "hta__sampled_rank-1.json.gz")]
+
+
+@pytest.mark.parametrize("path", OVERLAPPED_COPIES, ids=lambda p: p.name)
+def test_steady_state_exposed_memcpy_equals_a_sweep(path, convert):
+    """Real traces (HTA's) whose copies overlap compute kernels: `steady_state.exposed_memcpy_ns`
+    equals each copy in the window less the part of it under the union of the device's compute
+    kernels (which kernels are collectives is the SQL rule, `tk_is_comm_kernel`), computed
+    here by a sweep over all of them; the view merges only the kernels over some copy."""
+    st = convert(path)
+    rows = st.rows("select device_id, window_start_ns, window_end_ns, memcpy_ns, exposed_memcpy_ns "
+                   "from steady_state")
+    assert rows and any(r[4] < r[3] for r in rows)
+    for dev, ws, we, memcpy_ns, exposed in rows:
+        copies = st.rows("select start_ns, end_ns from memops where kind = 'memcpy' and device_id = ? "
+                         "and start_ns >= ? and start_ns < ?", [dev, ws, we])
+        merged: list[list[int]] = []
+        for s, e in sorted(st.rows("select start_ns, end_ns from kernels where device_id = ? "
+                                   "and not tk_is_comm_kernel(name)", [dev])):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        want = sum(e - s - sum(max(0, min(e, me) - max(s, ms)) for ms, me in merged) for s, e in copies)
+        assert sum(e - s for s, e in copies) == memcpy_ns
+        assert exposed == want
