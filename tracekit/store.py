@@ -846,24 +846,27 @@ def _file_state(path: str) -> str | None:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{hashlib.sha256(head).hexdigest()[:32]}"
 
 
-def _verified_path(path: str) -> Path | None:
+def _verified_record(path: str, digest: str) -> tuple[Path, str] | None:
+    """Where the record of this store's checked copies is kept (the cache folder, `CACHE_ENV`,
+    ``verified/``, one file per store path) and what it holds for the file's present state
+    (`_file_state`) and ``digest``; None without a cache folder or a state."""
     import hashlib
 
-    d = _cache_dir()
+    d, state = _cache_dir(), _file_state(path)
+    if d is None or state is None:
+        return None
     key = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:24]
-    return None if d is None else d / "verified" / key
+    return d / "verified" / key, f"{state} {digest}"
 
 
 def _verified(path: str, digest: str) -> bool:
     """Whether `_copies_marked` found this store's copies current (views and macros of
-    ``digest``) in the file's present state (`_file_state`), or the conversion that wrote it
-    made them so (`writing`): the check reads DuckDB's catalog of ~3,400 functions, 20-35 ms of
-    every session, which a record in the cache folder (`CACHE_ENV`, ``verified/``) saves."""
-    vp, state = _verified_path(path), _file_state(path)
-    if vp is None or state is None:
-        return False
+    ``digest``) in the file's present state, or the conversion that wrote it made them so
+    (`writing`): the check reads DuckDB's catalog of ~3,400 functions, 20-35 ms of every
+    session, which the record (`_verified_record`) saves."""
+    rec = _verified_record(path, digest)
     try:
-        return vp.read_text() == f"{state} {digest}"
+        return rec is not None and rec[0].read_text() == rec[1]
     except OSError:
         return False
 
@@ -871,13 +874,14 @@ def _verified(path: str, digest: str) -> bool:
 def _record_verified(path: str, digest: str) -> None:
     """Record that the store's copies are current in the file's present state (best effort: a
     cache folder that cannot be written only means checking again next time)."""
-    vp, state = _verified_path(path), _file_state(path)
-    if vp is None or state is None:
+    rec = _verified_record(path, digest)
+    if rec is None:
         return
+    vp, text = rec
     try:
         vp.parent.mkdir(parents=True, exist_ok=True)
         part = vp.with_name(f".{vp.name}.{os.getpid()}-{threading.get_ident()}")
-        part.write_text(f"{state} {digest}")
+        part.write_text(text)
         os.replace(part, vp)
     except OSError:
         pass

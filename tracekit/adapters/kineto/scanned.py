@@ -78,8 +78,7 @@ class ScannedReader:
         has_text = pc.max(textual).as_py() == 1
 
         def text_rows(idx) -> bool:  # a pid or tid given as text among these rows?
-            return has_text and pc.max(textual.take(
-                pa.array(idx, pa.int64()) if isinstance(idx, list) else idx)).as_py() == 1
+            return has_text and pc.max(textual.take(idx)).as_py() == 1
 
         def where(phases) -> pa.Array:  # the positions of those phases (Arrow: flows are ~1/3 of events)
             return pc.indices_nonzero(pc.is_in(phs, value_set=phases)).cast(pa.int64())
