@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,13 +42,14 @@ class Format:
 
 #: every input format; the order breaks ties between sniffers' answers
 REGISTRY: tuple[Format, ...] = (
-    # the Kineto and nsys sniffers live here: detecting one format then imports no other reader
-    # (the nsys package, with sqlite3, subprocess and a thread pool, takes ~8 ms to import)
+    # the sniffers live here: detecting one format then imports no other reader (the nsys
+    # package, with sqlite3, subprocess and a thread pool, takes ~8 ms to import; ncu's ~5 ms)
     Format("kineto", "Kineto/Chrome JSON trace", "tracekit.adapters.kineto", "KinetoAdapter",
            sniffer="tracekit.adapters.detect:sniff_kineto"),
     Format("nsys", "nsys SQLite or report", "tracekit.adapters.nsys", "NsysAdapter",
            sniffer="tracekit.adapters.detect:sniff_nsys"),
-    Format("ncu", "ncu CSV", "tracekit.adapters.ncu", "NcuAdapter"),
+    Format("ncu", "ncu CSV", "tracekit.adapters.ncu", "NcuAdapter",
+           sniffer="tracekit.adapters.detect:sniff_ncu"),
 )
 #: the names, for --format (detection and the messages read REGISTRY itself)
 NAMES: tuple[str, ...] = tuple(f.name for f in REGISTRY)
@@ -115,6 +117,26 @@ def sniff_nsys(p: Probe) -> int:
     if p.magic.startswith(SQLITE_MAGIC) or p.magic.startswith(NSYS_REP_MAGIC):
         return MAGIC
     return NAME if p.suffix in (".nsys-rep", ".qdrep") else 0
+
+
+# an ncu table header written with another delimiter (the ncu reader explains the problem)
+_NCU_OTHER_DELIMITER = re.compile(rb'(?m)^"?ID"?[;\t|]"?Process ID"?[;\t|]')
+
+
+def sniff_ncu(p: Probe) -> int:
+    """ncu input: a report (magic 'NVR', or the .ncu-rep / .ncu-repz name), ncu's CSV (the header
+    of the details / raw pages or of --print-summary, ==PROF== console lines), or what the reader
+    refuses with a precise message (another delimiter, ncu's text mode).  (``ncu.sniff`` is this.)"""
+    if p.magic.startswith(NCU_REP_MAGIC):
+        return MAGIC
+    if p.suffix in (".ncu-rep", ".ncu-repz"):
+        return NAME
+    head = p.head
+    if b'"ID","Process ID"' in head or b"==PROF==" in head or b'"Process ID","Process Name"' in head:
+        return CONTENT
+    if _NCU_OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
+        return CONTENT
+    return 0
 
 
 def _sniffer(f: Format):

@@ -4,13 +4,12 @@ result, the processes and devices, and the ``sources`` fields."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from ... import schema
 from ...names import short_kernel_name
 from ..base import Adapter, Builders, TraceError, fits
-from ..detect import CONTENT, MAGIC, NAME, Probe
+from ..detect import NCU_REP_MAGIC, sniff_ncu
 from .csvpages import CsvPages, _open_text
 from .report import ReportReader
 from .values import (
@@ -23,25 +22,10 @@ from .values import (
     _Result,
 )
 
-REPORT_MAGIC = b"NVR\x00"
-# an ncu table header written with another delimiter (the ncu reader explains the problem)
-_OTHER_DELIMITER = re.compile(rb'(?m)^"?ID"?[;\t|]"?Process ID"?[;\t|]')
-
-
-def sniff(p: Probe) -> int:
-    """ncu input: a report (magic 'NVR', or the .ncu-rep / .ncu-repz name), ncu's CSV (the header
-    of the details / raw pages or of --print-summary, ==PROF== console lines), or what the reader
-    refuses with a precise message (another delimiter, ncu's text mode)."""
-    if p.magic.startswith(REPORT_MAGIC):
-        return MAGIC
-    if p.suffix in (".ncu-rep", ".ncu-repz"):
-        return NAME
-    head = p.head
-    if b'"ID","Process ID"' in head or b"==PROF==" in head or b'"Process ID","Process Name"' in head:
-        return CONTENT
-    if _OTHER_DELIMITER.search(head) or (b"  Section: " in head and b"Metric Name" in head):
-        return CONTENT
-    return 0
+# the report's magic and the sniffer live in the format registry (detecting another format
+# imports no ncu module)
+REPORT_MAGIC = NCU_REP_MAGIC
+sniff = sniff_ncu
 
 _COLUMN = {f.name: f.type for f in schema.table("ncu_kernels").arrow}
 #: identity cells -> their ncu_kernels column
