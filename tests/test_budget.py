@@ -142,3 +142,44 @@ def test_workers_get_the_budget(tmp_path, monkeypatch):
     ranks = [FIXTURES / "kineto" / "ddp_rank0.json.gz", FIXTURES / "kineto" / "ddp_rank1.json.gz"]
     tracekit.convert(ranks, db=tmp_path / "s.duckdb", jobs=2, memory_budget="300MB")
     assert seen.get("env") == str(300 * MB)
+
+
+def test_duckdb_threads_follow_the_cpu_affinity(tmp_path):
+    """DuckDB sizes its thread pool by the machine's cores; tracekit's connections take the CPUs
+    the process may run on (taskset, cpusets): a process pinned to one CPU converts and queries
+    on one DuckDB thread, with the same rows."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    code = """
+import os, sys
+from pathlib import Path
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+import tracekit
+from tracekit import budget, render
+from tracekit.store import Store, open_parquet, writing
+assert budget.usable_cpus() == 1
+db = Path(sys.argv[1]) / "one.duckdb"
+with writing(db) as st:
+    print(st._con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+    st.convert(sys.argv[2])
+with Store(db, read_only=True) as st:
+    print(st._con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+    print(st.one("SELECT count(*) FROM kernels"))
+print(render._engine().execute("SELECT current_setting('threads')").fetchall()[0][0])
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(FIXTURES / "kineto/decode_b1.json.gz")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1] == out[3] == "1"
+    assert int(out[2]) > 0
+    # unpinned, the cap is the CPUs this process has (DuckDB's default where that is all of them)
+    from tracekit import budget
+    from tracekit.store import Store, writing
+
+    with writing(tmp_path / "all.duckdb") as st:
+        assert st._con.execute("SELECT current_setting('threads')").fetchall()[0][0] <= budget.usable_cpus()
+    with Store(tmp_path / "all.duckdb", read_only=True) as st:
+        assert st._con.execute("SELECT current_setting('threads')").fetchall()[0][0] <= budget.usable_cpus()

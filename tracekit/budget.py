@@ -31,6 +31,17 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 _override: int | None = None  # set by the CLI option / the Python API (`using`)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (``taskset``, a cpuset cgroup as Docker's
+    ``--cpuset-cpus`` or a Slurm allocation sets it), else all of them.  DuckDB sizes its thread
+    pool by the machine's cores (and a cgroup CPU quota), not by the affinity: on 2 CPUs of a
+    16-core host it ran 16 threads (`tracekit.store.fit_threads`)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 class BudgetError(ValueError):
     """A memory budget that is not a size, or too small; the message is one line."""
 

@@ -39,10 +39,7 @@ from .store import SourceSummary, Store, writing
 
 def default_jobs() -> int:
     """The number of CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return budget.usable_cpus()
 
 
 class InternalError(Exception):

@@ -35,8 +35,10 @@ _NEEDS_ESCAPE = r"[\x00-\x1f\x7f-\x9f\x{2028}\x{2029}]"
 @lru_cache(maxsize=1)
 def _engine() -> duckdb.DuckDBPyConnection:
     """A private in-memory DuckDB that turns results into text (opening one costs 20-50 ms: it
-    is opened once; each use takes a cursor of its own)."""
-    return duckdb.connect()
+    is opened once; each use takes a cursor of its own), its threads capped at the usable CPUs."""
+    from .store import fit_threads
+
+    return fit_threads(duckdb.connect())
 
 
 def _is_number(t: pa.DataType) -> bool:
