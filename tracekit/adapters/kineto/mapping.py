@@ -21,6 +21,8 @@ Times (ts / dur, exact ns) and their skip reasons are decode.py's; flows are flo
 
 from __future__ import annotations
 
+from functools import cache
+
 import re
 from dataclasses import dataclass
 
@@ -338,32 +340,47 @@ def scannable(table: str, scanned: set) -> bool:
     return True
 
 
-def _scan_col(p, c: dict, ci):
+def _scan_name(p) -> str:
     where, attr, item = p
-    name = attr if where == "ev" else ARG[attr].scan[item or 0]
-    return c[name].take(ci)
+    return attr if where == "ev" else ARG[attr].scan[item or 0]
 
 
-def scanned_columns(table: str, c: dict, ci, with_args: bool = True) -> tuple[dict, dict]:
-    """The mapped columns of the scanned events at ``ci`` (indices into the scanner's columns
-    ``c``) and {row: {field: raw}} of the raw fields to keep in args.  The scanner's pids / tids
-    are ids (text ones go the Python way), so only a GPU table keeps one (another id first)."""
+@cache
+def scanned_sources(table: str, with_args: bool = True) -> tuple[str, ...]:
+    """The scanner's columns that `scanned_columns` reads for ``table``: the ones to gather."""
+    names: list[str] = []
+    for k in COLUMNS[table]:
+        ps = _PARSED[table][k]
+        if not with_args and all(p[0] == "args" for p in ps):
+            continue
+        names += [_scan_name(p) for p in ps]
+    for field, k in KEEP_RAW[table].items():
+        if k != field:
+            names += [field] + [_scan_name(p) for p in _PARSED[table][k]]
+    return tuple(dict.fromkeys(names))
+
+
+def scanned_columns(table: str, c: dict, with_args: bool = True) -> tuple[dict, dict]:
+    """The mapped columns of scanned events, ``c`` the scanner's columns gathered at their rows
+    (`scanned_sources` names the ones read), and {row: {field: raw}} of the raw fields to keep in
+    args.  The scanner's pids / tids are ids (text ones go the Python way), so only a GPU table
+    keeps one (another id first)."""
     out = {}
     for k, col in COLUMNS[table].items():
         ps = _PARSED[table][k]
         if not with_args and all(p[0] == "args" for p in ps):
             out[k] = None
             continue
-        arrs = [_scan_col(p, c, ci) for p in ps]
+        arrs = [c[_scan_name(p)] for p in ps]
         v = arrs[0] if len(arrs) == 1 else pc.coalesce(*arrs)
         out[k] = _streams(v) if col.conv == "stream" else v
     extras: dict = {}
     for field, k in KEEP_RAW[table].items():
         if k == field:
             continue
-        raw = c[field].take(ci)
+        raw = c[field]
         ps = _PARSED[table][k]
-        arrs = [_scan_col(p, c, ci) for p in ps]
+        arrs = [c[_scan_name(p)] for p in ps]
         used = arrs[0] if len(arrs) == 1 else pc.coalesce(*arrs)
         differ = pc.fill_null(pc.not_equal(raw, used), False)
         if pc.any(differ).as_py():
