@@ -148,7 +148,6 @@ def test_duckdb_threads_follow_the_cpu_affinity(tmp_path):
     """DuckDB sizes its thread pool by the machine's cores; tracekit's connections take the CPUs
     the process may run on (taskset, cpusets): a process pinned to one CPU converts and queries
     on one DuckDB thread, with the same rows."""
-    import os
     import subprocess
     import sys
 
@@ -160,7 +159,7 @@ from pathlib import Path
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 import tracekit
 from tracekit import budget, render
-from tracekit.store import Store, open_parquet, writing
+from tracekit.store import Store, writing
 assert budget.usable_cpus() == 1
 db = Path(sys.argv[1]) / "one.duckdb"
 with writing(db) as st:

@@ -132,7 +132,7 @@ class ScannedReader:
             sub = few.get(k)
             category = mapping.category_of(cat, kind) if table == "events" else None
             with_args = mapping.with_args(cat, category) if table == "events" else True
-            g = _gather(c, ci, ("ts", "dur", _EVENT_NO) + (
+            g = _gather(c, ci, ("ts", "dur") + ((_EVENT_NO,) if table == "events" else ()) + (
                 () if sub is not None or table not in SCANNED else mapping.scanned_sources(table, with_args) + ("args",)))
             t0, d = g["ts"], g["dur"]
             end = pc.add(t0, d)
