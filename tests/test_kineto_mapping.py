@@ -35,7 +35,8 @@ def test_scanner_reads_the_mapped_args_fields():
     """Each args field the mapping says the scanner reads lands in the scanner column it names
     (synthetic events, one field each); and the scanner has no args column the mapping lacks."""
     i64, strs = K._native.kineto_names()
-    event_level = {"ts", "dur", "pid", "tid", "id", "span_start", "span_end", "text_pid_tid"}
+    event_level = {"ts", "dur", "pid", "tid", "id", "span_start", "span_end", "text_pid_tid", "args_start",
+                   "args_end"}
     assert set(i64) - event_level == {c for a in mapping.ARGS for c in a.scan}
     for a in mapping.ARGS:
         if not a.scan:

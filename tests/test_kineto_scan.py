@@ -294,3 +294,45 @@ def test_mutated_chunks_same_both_ways(tmp_path, monkeypatch):
         assert_same(p, monkeypatch)
         compared += 1
     assert compared == 150
+
+
+@needs_scanner
+def test_take_text_is_arrows_take():
+    """`_native.take_strings` / `take_spans` (the reader's take of its text columns) against
+    Arrow's take, on the scanner's columns of the bundled capture's last 2 MB of events: name, cat
+    and args (the args as byte ranges of the chunk, NULL where absent: flow events have none), at
+    random row numbers (repeated, out of order, uint64 and int64, from an offset into the index
+    array); a row number out of range is an error, not a read past the buffer."""
+    from tracekit.adapters.kineto.scanned import _Spans, _take_text
+
+    raw = gzip.decompress((FIXTURES / "kineto" / "decode_b1.json.gz").read_bytes())
+    end = raw.rindex(b"]")
+    body = raw[end - 2_000_000:end]
+    body = b"[" + body[body.index(b"},\n") + 3:body.rindex(b"}") + 1] + b"]"
+    n, _, i64, valid, strs = K._native.kineto_scan(body)
+    i64_names, str_names = K._native.kineto_names()
+    cols = {name: pa.Array.from_buffers(pa.string(), n, [v and pa.py_buffer(v), pa.py_buffer(off),
+                                                        pa.py_buffer(data)])
+            for name, (off, data, v) in zip(str_names, strs)}
+    ints = {name: pa.Array.from_buffers(pa.int64(), n, [v and pa.py_buffer(v), pa.py_buffer(d)])
+            for name, d, v in zip(i64_names, i64, valid)}
+    a0, a1 = ints["args_start"], ints["args_end"]
+    # the args as the text of each range: what the spans must give
+    cols["args"] = pa.array([None if s is None else body[s:e].decode() for s, e in zip(a0.to_pylist(), a1.to_pylist())],
+                            pa.string())
+    spans = _Spans(memoryview(body), a0, a1)
+    assert n > 4000 and 0 < cols["args"].null_count < n
+    assert all(t.startswith("{") and t.endswith("}") for t in cols["args"].drop_null().to_pylist())
+    rng = random.Random(5)
+    for m in (0, 1, 7, 4096):
+        rows = [rng.randrange(n) for _ in range(m + 3)]
+        for typ in (pa.int64(), pa.uint64()):
+            idx = pa.array(rows, typ).slice(3)
+            for name, col in cols.items():
+                got = _take_text(spans if name == "args" else col, idx)
+                want = col.take(idx)
+                assert got.equals(want) and got.type == pa.string(), (name, m, typ)
+                assert got.to_pylist() == [col[i].as_py() for i in rows[3:]]
+    for col in (cols["name"], spans):
+        with pytest.raises(ValueError):
+            _take_text(col, pa.array([0, n], pa.int64()))

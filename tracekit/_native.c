@@ -20,10 +20,11 @@
  *   ph            bytes[n], the phase letter of each event
  *   i64_columns   tuple of bytes (int64[n] each), in the order of I64_NAMES below
  *   i64_validity  tuple of bytes (Arrow validity bitmaps) or None where all are valid
- *   str_columns   tuple of (offsets int32[n+1], data, validity bitmap) for name, cat, args
- *                 (args: the raw text of the args object; NULL when absent, null or "{}")
+ *   str_columns   tuple of (offsets int32[n+1], data, validity bitmap) for name, cat
  * ts/dur are exact int64 ns (µs text with up to 3 decimals); ts is NULL on 'M' events; dur is
- * set on 'X' events only.  span_start/span_end: the event's byte range in the chunk.
+ * set on 'X' events only.  span_start/span_end: the event's byte range in the chunk;
+ * args_start/args_end: the byte range of its args object's raw text (NULL when absent, null or
+ * "{}"; not copied: `take_spans` copies each group's args from the chunk once, as it gathers).
  * A pid or tid given as text is NULL, with text_pid_tid = 1 (those rows are converted from
  * their decoded text, as the Python path does).
  * The GIL is released while scanning.
@@ -39,14 +40,15 @@
 
 enum {
     C_TS, C_DUR, C_PID, C_TID, C_ID, C_DEVICE, C_CONTEXT, C_STREAM, C_CORR, C_EXT, C_EXTLC,
-    C_REGS, C_SHARED, C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ, C_SPAN0, C_SPAN1, C_TEXT, N_I64
+    C_REGS, C_SHARED, C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ, C_SPAN0, C_SPAN1, C_TEXT, C_ARGS0, C_ARGS1,
+    N_I64
 };
 static const char *I64_NAMES[N_I64] = {
     "ts", "dur", "pid", "tid", "id", "device", "context", "stream", "correlation",
     "external_id", "external_id_lc", "registers", "shared", "grid_x", "grid_y", "grid_z",
-    "block_x", "block_y", "block_z", "span_start", "span_end", "text_pid_tid"};
-enum { S_NAME, S_CAT, S_ARGS, N_STR };
-static const char *STR_NAMES[N_STR] = {"name", "cat", "args"};
+    "block_x", "block_y", "block_z", "span_start", "span_end", "text_pid_tid", "args_start", "args_end"};
+enum { S_NAME, S_CAT, N_STR };
+static const char *STR_NAMES[N_STR] = {"name", "cat"};
 
 #define TS_LIMIT ((int64_t)1 << 62)
 #define MAX_DEPTH 256
@@ -584,11 +586,9 @@ static int event(Cur *c, Cols *o) {
                 if (!args_object(c, o, row)) return 0;
                 size_t len = (size_t)(c->p - a);
                 if (!(len == 2 && a[1] == '}')) {
-                    Buf *d = &o->data[S_ARGS];
-                    if (!buf_reserve(d, len)) { o->nomem = 1; return 0; }
-                    memcpy(d->p + d->len, a, len);
-                    d->len += len;
-                    o->svalid[S_ARGS][row] = 1;
+                    o->i64[C_ARGS0][row] = a - c->base;
+                    o->i64[C_ARGS1][row] = c->p - c->base;
+                    o->valid[C_ARGS0][row] = o->valid[C_ARGS1][row] = 1;
                 }
             }
         } else if (key_is(k, n, "s")) {
@@ -1091,9 +1091,110 @@ done:
     return res;
 }
 
+/* ---- take_strings, take_spans ---------------------------------------------------------------- */
+
+/* The text of rows idx[0..m) (8-byte non-negative row numbers < n) as the buffers of an Arrow
+ * string array: row i's text is data[start(i), end(i)), start / end read from int32 (width 4) or
+ * int64 (width 8) arrays; bm: the rows' validity (Arrow bitmap) or NULL.  The lengths are summed
+ * first and the text copied once, without the GIL.  Returns (offsets, data, validity or None). */
+static PyObject *take_core(const int64_t *idx, Py_ssize_t m, Py_ssize_t n, const unsigned char *data,
+                           Py_ssize_t data_len, const void *starts, const void *ends, int width,
+                           const unsigned char *bm) {
+#define AT(a, i) (width == 4 ? (int64_t)((const int32_t *)(a))[i] : ((const int64_t *)(a))[i])
+    PyObject *res = NULL, *off_o = NULL, *dat_o = NULL, *val_o = NULL;
+    int32_t *out_off = NULL;
+    unsigned char *out_data = NULL;
+    uint64_t total = 0;
+    int bad = 0, nulls = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        int64_t i = idx[j];
+        if (i < 0 || i >= n) { bad = 1; break; }
+        if (bm && !((bm[i >> 3] >> (i & 7)) & 1)) { nulls = 1; continue; }
+        int64_t a = AT(starts, i), b = AT(ends, i);
+        if (a < 0 || b < a || b > data_len) { bad = 1; break; }
+        total += (uint64_t)(b - a);
+    }
+    if (bad || total > (uint64_t)INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "take: a row number or a text range out of bounds");
+        return NULL;
+    }
+    out_off = malloc((size_t)(m + 1) * 4);
+    out_data = malloc(total ? (size_t)total : 1);
+    if (!out_off || !out_data) { PyErr_NoMemory(); goto done; }
+    if (nulls) {
+        if (!(val_o = PyBytes_FromStringAndSize(NULL, (m + 7) / 8))) goto done;
+        memset(PyBytes_AS_STRING(val_o), 0, (size_t)(m + 7) / 8);
+    }
+    unsigned char *vq = val_o ? (unsigned char *)PyBytes_AS_STRING(val_o) : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    int32_t pos = 0;
+    out_off[0] = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        int64_t i = idx[j];
+        if (!bm || ((bm[i >> 3] >> (i & 7)) & 1)) {
+            int64_t a = AT(starts, i);
+            int32_t len = (int32_t)(AT(ends, i) - a);
+            memcpy(out_data + pos, data + a, (size_t)len);
+            pos += len;
+            if (vq) vq[j >> 3] |= (unsigned char)(1u << (j & 7));
+        }
+        out_off[j + 1] = pos;
+    }
+    Py_END_ALLOW_THREADS
+    if (!(off_o = owned((void **)&out_off, (Py_ssize_t)(m + 1) * 4))) goto done;
+    if (!(dat_o = owned((void **)&out_data, (Py_ssize_t)total))) goto done;
+    res = PyTuple_Pack(3, off_o, dat_o, val_o ? val_o : Py_None);
+done:
+    free(out_off); free(out_data);
+    Py_XDECREF(off_o); Py_XDECREF(dat_o); Py_XDECREF(val_o);
+    return res;
+#undef AT
+}
+
+/* take_strings(idx, idx_offset, m, n, offsets, data, validity) -> (offsets, data, validity or
+ * None): Arrow's take of a string array (n rows: int32 offsets[n + 1], data, an Arrow validity
+ * bitmap or None, array offset 0) at m row numbers (idx: a buffer of 8-byte non-negative ints,
+ * from idx_offset on, no nulls).  Arrow's own take grows its data buffer as it goes and shrinks
+ * it at the end, copying the text up to three times; here it is copied once (the Kineto reader's
+ * `_gather`: the names of each table's rows).
+ * take_spans(idx, idx_offset, m, n, text, starts, ends, validity): the same, row i's text being
+ * text[starts[i], ends[i]) (int64 arrays of n rows): the scanner's args, gathered from the chunk
+ * without an intermediate copy. */
+static PyObject *take_text(PyObject *args, int spans) {
+    Py_buffer ib, ab, db, eb, vb;
+    Py_ssize_t ioff, m, n;
+    PyObject *vo, *res = NULL;
+    memset(&eb, 0, sizeof eb);
+    memset(&vb, 0, sizeof vb);
+    int ok = spans ? PyArg_ParseTuple(args, "y*nnny*y*y*O", &ib, &ioff, &m, &n, &db, &ab, &eb, &vo)
+                   : PyArg_ParseTuple(args, "y*nnny*y*O", &ib, &ioff, &m, &n, &ab, &db, &vo);
+    if (!ok) return NULL;
+    if (vo != Py_None && PyObject_GetBuffer(vo, &vb, PyBUF_SIMPLE) < 0) goto done;
+    if (ioff < 0 || m < 0 || n < 0 || ib.len < (ioff + m) * 8 || (vb.obj && vb.len < (n + 7) / 8)
+        || (spans ? (ab.len < n * 8 || eb.len < n * 8) : ab.len < (n + 1) * 4)) {
+        PyErr_SetString(PyExc_ValueError, "take: buffers shorter than their lengths");
+        goto done;
+    }
+    res = take_core((const int64_t *)ib.buf + ioff, m, n, db.buf, db.len, ab.buf,
+                    spans ? eb.buf : (const void *)((const int32_t *)ab.buf + 1), spans ? 8 : 4,
+                    vb.obj ? vb.buf : NULL);
+done:
+    PyBuffer_Release(&ib); PyBuffer_Release(&ab); PyBuffer_Release(&db);
+    if (eb.obj) PyBuffer_Release(&eb);
+    if (vb.obj) PyBuffer_Release(&vb);
+    return res;
+}
+
+static PyObject *take_strings(PyObject *self, PyObject *args) { return take_text(args, 0); }
+static PyObject *take_spans(PyObject *self, PyObject *args) { return take_text(args, 1); }
+
 static PyMethodDef METHODS[] = {
     {"kineto_flows", kineto_flows, METH_VARARGS, "kineto_flows(...) -> 8 lists: the flow rows of a chunk"},
     {"kineto_scan", scan, METH_O, "kineto_scan(chunk) -> columns of a JSON array of trace events, or None"},
+    {"take_strings", take_strings, METH_VARARGS, "take_strings(idx, idx_offset, m, n, offsets, data, validity) -> "
+                                                 "(offsets, data, validity or None): a string array's take"},
+    {"take_spans", take_spans, METH_VARARGS, "take_spans(idx, idx_offset, m, n, text, starts, ends, validity) -> "
+                                             "(offsets, data, validity or None): text ranges gathered"},
     {"kineto_names", names, METH_NOARGS, "kineto_names() -> (int64 column names, string column names)"},
     {"nest", nest, METH_VARARGS, "nest(n, 4 x (track column, validity), start, end, event_id[, want_stack[, carry]]) -> "
                                  "(depth, parent, parent validity bitmap or None[, stack rows[, late carried rows]])"},
