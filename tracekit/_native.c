@@ -5,6 +5,8 @@
  *   fields it reads into columns are those of kineto/mapping.py's ARGS (tests/test_kineto_mapping.py).
  * kineto_flows: its flow rule (kineto/flows.py, `Flows.rows`) on the scanned columns.
  * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
+ * take_strings, take_spans: that reader's gather of its text columns by table (scanned.py's
+ *   `_take_text`; its twin is Arrow's take, compared in tests/test_kineto_scan.py).
  *
  * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into
  * columns (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain
