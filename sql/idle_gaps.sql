@@ -77,6 +77,8 @@
 --   launch_lag_ns  BIGINT   after-op launch call start minus gap start (> 0 = CPU was late)
 --   sync_ns        BIGINT   part of the gap put on a synchronizing call (see cause), ns
 --   compile_ns     BIGINT   part of the gap covered by code loading / compiling calls, ns
+--   launch_pid     BIGINT   process of the launch call of the operation after the gap (NULL if unknown)
+--   launch_tid     BIGINT   thread of that launch call (what `idle_attribution` follows)
 CREATE OR REPLACE VIEW idle_gaps AS
 WITH combos AS MATERIALIZED (  -- (stream, name, kind) of the ops, numbered in that order (NULLs last)
     SELECT stream_id, name, kind,
@@ -88,7 +90,7 @@ api_names AS MATERIALIZED (  -- names of the launch calls, numbered in name orde
     FROM (SELECT DISTINCT name FROM api_calls WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
 ),
 launches AS (  -- the launch call of each (source, pid, correlation): the one launch rule
-    SELECT a.source_id, a.pid, a.correlation_id, a.n_pids, a.start_ns AS api_start_ns, n.api_id
+    SELECT a.source_id, a.pid, a.tid, a.correlation_id, a.n_pids, a.start_ns AS api_start_ns, n.api_id
     FROM tk_launch_calls() a LEFT JOIN api_names n USING (name)
 ),
 syncs AS (  -- sync calls per process (any_pid: of all processes), by start: the latest end so far
@@ -111,7 +113,7 @@ compiles AS (  -- the compile intervals of each process, merged into disjoint in
 ),
 ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch call and the sync calls before it
     SELECT a.source_id, a.device_id, a.stream_id, a.start_ns, a.end_ns, c.cid,
-           l.api_start_ns, l.api_id, l.pid AS api_pid
+           l.api_start_ns, l.api_id, l.pid AS api_pid, l.tid AS api_tid
     FROM gpu_activity a
     JOIN combos c
       ON c.stream_id IS NOT DISTINCT FROM a.stream_id AND c.name IS NOT DISTINCT FROM a.name
@@ -122,7 +124,7 @@ ops AS MATERIALIZED (  -- each op with its (stream, name, kind) number, launch c
     WHERE a.device_id IS NOT NULL
 ),
 dev AS (
-    SELECT source_id, device_id, start_ns, cid, api_start_ns, api_id, api_pid,
+    SELECT source_id, device_id, start_ns, cid, api_start_ns, api_id, api_pid, api_tid,
            max(end_ns) OVER w AS until_ns,
            max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
     FROM ops
@@ -130,7 +132,7 @@ dev AS (
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 str AS (
-    SELECT source_id, device_id, stream_id, start_ns, cid, api_start_ns, api_id, api_pid,
+    SELECT source_id, device_id, stream_id, start_ns, cid, api_start_ns, api_id, api_pid, api_tid,
            max(end_ns) OVER w AS until_ns,
            max(end_ns * 1099511627776::HUGEINT - cid) OVER w AS key
     FROM ops
@@ -146,12 +148,12 @@ null_before AS (  -- scope 'stream', NULL stream: the closing op is looked up on
 gaps AS (
     SELECT source_id, 'device' AS scope, device_id, NULL::BIGINT AS stream_id, until_ns AS start_ns,
            start_ns AS end_ns, (until_ns * 1099511627776::HUGEINT - key)::BIGINT AS before_cid, cid AS after_cid,
-           api_start_ns, api_id, api_pid
+           api_start_ns, api_id, api_pid, api_tid
     FROM dev WHERE until_ns < start_ns
     UNION ALL
     SELECT s.source_id, 'stream', s.device_id, s.stream_id, s.until_ns, s.start_ns,
            CASE WHEN s.stream_id IS NULL THEN nb.cid ELSE (s.until_ns * 1099511627776::HUGEINT - s.key)::BIGINT END,
-           s.cid, s.api_start_ns, s.api_id, s.api_pid
+           s.cid, s.api_start_ns, s.api_id, s.api_pid, s.api_tid
     FROM str s
     LEFT JOIN null_before nb
       ON s.stream_id IS NULL AND nb.source_id = s.source_id AND nb.device_id = s.device_id
@@ -200,13 +202,14 @@ result AS (
               AND dur_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
              ELSE 'other'
            END AS cause,
-           before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns, sync_ns, compile_ns
+           before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns, sync_ns, compile_ns,
+           api_pid, api_tid
     FROM parts
     ORDER BY source_id, scope, device_id, stream_id, start_ns
 )
 SELECT source_id, scope, device_id, stream_id, start_ns, end_ns, dur_ns, cause,
        c[before_cid].kind AS before_kind, c[before_cid].name AS before_name, c[before_cid].stream_id AS before_stream,
        c[after_cid].kind AS after_kind, c[after_cid].name AS after_name, c[after_cid].stream_id AS after_stream,
-       an[api_id] AS after_api, launch_lag_ns, sync_ns, compile_ns
+       an[api_id] AS after_api, launch_lag_ns, sync_ns, compile_ns, api_pid AS launch_pid, api_tid AS launch_tid
 FROM result, (SELECT coalesce(list({'kind': kind, 'name': name, 'stream_id': stream_id} ORDER BY cid), []) AS c FROM combos),
      (SELECT coalesce(list(name ORDER BY api_id), []) AS an FROM api_names);

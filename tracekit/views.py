@@ -70,7 +70,9 @@ _USES = re.compile(r"^--\s*Uses:\s*(.*)$", re.MULTILINE)
 @lru_cache(maxsize=1)
 def all_views() -> tuple[View, ...]:
     out = []
-    for p in sorted(sql_dir().glob("*.sql")):
+    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros)
+    files = [p for p in sql_dir().rglob("*.sql") if p.parent.name != "lib"]
+    for p in sorted(files, key=lambda p: p.stem):
         text = p.read_text()
         first = text.splitlines()[0] if text else ""
         m = _HEADER.match(first)

@@ -120,3 +120,33 @@ CREATE OR REPLACE MACRO tk_compile_intervals() AS TABLE
     FROM opens o
     ASOF LEFT JOIN loads l
       ON l.source_id = o.source_id AND l.pid = o.pid AND l.tid = o.tid AND l.start_ns >= o.start_ns;
+
+-- tk_host_mark(category, name) -> VARCHAR
+--   what a host event (`events` row) says the thread is doing, for the whole of its extent and
+--   everything nested in it; NULL for an event that marks nothing (most):
+--   'compile'    compiling GPU code or a graph: torch.compile's timed phases ('... (dynamo_timed)'),
+--                dynamo's frame conversion, inductor's compile / codegen / autotuning, AOT
+--                autograd, Triton's compiler (as Python functions or record_function ranges);
+--                not the compiled code's run ('Torch-Compiled Region', 'CompiledFunction',
+--                guard checks)
+--   'plan'       a cuDNN / cuBLAS / MIOpen / hipBLAS operator (`tk_is_op_range`: a torch op or its
+--                --pytorch NVTX range): building an execution plan when it takes long (the view decides how
+--                long: idle_attribution's plan_min_ns)
+--   'data'       the input pipeline: a DataLoader iterator ('enumerate(DataLoader)#...__next__'),
+--                pin_memory, or a user range / NVTX range named with a data word (data, dataset,
+--                batch, fetch, collate, prefetch, loader) that is not a torch operator
+--   'rank_wait'  waiting for other ranks on the host: c10d / NCCL / Gloo operators and ranges,
+--                record_param_comms, barriers and collectives named by the user
+CREATE OR REPLACE MACRO tk_host_mark(category, name) AS
+    CASE
+      WHEN contains(name, '(dynamo_timed)')
+        OR regexp_matches(name, 'torch/_dynamo/(convert_frame|output_graph|symbolic_convert)|torch/_inductor/(compile_fx|codecache|graph|scheduler|codegen|async_compile|select_algorithm|autotune)|torch/_functorch/_?aot_autograd|triton/compiler/compiler\.py\([0-9]+\): compile|^(compile_fx|inductor_compile|aot_compile|jit_compile)')
+        THEN 'compile'
+      WHEN tk_is_op_range(category, name) AND regexp_matches(name, '(?i)cudnn|miopen|cublas|hipblas') THEN 'plan'
+      WHEN regexp_matches(name, '(?i)dataloader|pin_memory') THEN 'data'
+      WHEN category NOT IN ('cpu_op', 'python_function', 'osrt') AND NOT starts_with(name, 'aten::')
+       AND regexp_matches(name, '(?i)(^|[^a-z])(data|dataset|batch|batches|fetch|collate|prefetch|loader)([^a-z]|$)')
+        THEN 'data'
+      WHEN regexp_matches(name, '(?i)^(nccl:|c10d::|gloo:|record_param_comms)|(^|[^a-z])(barrier|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)([^a-z]|$)')
+        THEN 'rank_wait'
+    END;

@@ -54,6 +54,15 @@ THRESHOLDS: dict[str, Threshold] = {
     "imbalance_pct": Threshold(
         5, "rank_imbalance when a rank's kernels wait for later ranks in collectives "
            "(rank_imbalance.wait_ns) for at least this % of its window"),
+    "cause_min_pct": Threshold(
+        5, "a finding for an idle category of time_breakdown (launch, sync, compile, copy, data, cpu_op, "
+           "untraced, rank_wait, queued, unknown) when it holds at least this % of the steady window"),
+    "plan_min_ns": Threshold(
+        1_000_000, "view parameter of idle_attribution: a cuDNN / cuBLAS operator at least this long is "
+                   "building a plan (compile)", view_param=True),
+    "dispatch_max_ns": Threshold(
+        200_000, "view parameter of idle_attribution: in gaps shorter than this, the host's time "
+                 "between launches is launch overhead", view_param=True),
     "sev_high_pct": Threshold(25, "severity 'high' when the share at stake is at least this %"),
     "sev_medium_pct": Threshold(5, "severity 'medium' when at least this % (else 'low')"),
     "kernel_wait_ns": Threshold(
@@ -93,6 +102,11 @@ CODES = {
     "sync_stall": "The host blocks in synchronizing calls and the GPU drains",
     "runtime_compile": "The GPU waits while the host loads or compiles GPU code (a new kernel per shape)",
     "startup": "Start-up and tear-down outside the repeated steps (not judged)",
+    "input_bound": "The GPU waits for the input pipeline",
+    "host_untraced": "The GPU waits while the host runs code no profiler traced",
+    "gpu_wait": "Work was queued, yet the GPU waited (stream dependencies, events, launch latency)",
+    "rank_wait": "The GPU waits while the host waits for other ranks",
+    "unattributed": "The GPU idles, and the launches after the gaps are not in the trace",
     "transfer_bound": "Memory copies take GPU time that compute does not hide",
     "hot_kernel": "One kernel takes most of the GPU time",
     "memory_bound": "An ncu-profiled kernel is memory-bound",
@@ -157,6 +171,31 @@ REMEDIES = {
     "rank_imbalance": "Balance the work across ranks: look at what the slowest rank does before each "
                       "collective (uneven batches or sequence lengths, data loading, host overhead).",
     "low_utilization": "Find what the GPU waits for and fix that first (the findings below say which).",
+    "host_bound:named": "Take these host operations off the critical path: run them on another thread or "
+                        "process, overlap them with the GPU's work (launch the next step's kernels first), "
+                        "make them cheaper, or batch them.",
+    "input_bound": "Load data off the training thread: DataLoader(num_workers>0, pin_memory=True, "
+                   "prefetch_factor, persistent_workers=True), and copy batches with non_blocking=True.",
+    "input_bound:named": "The data stage runs on the thread that launches the GPU work: move it to a "
+                         "worker thread or process and prefetch the next batch while the GPU computes.",
+    "host_untraced": "Find the untraced host code (torch.profiler with_stack=True, py-spy, nsys "
+                     "--sample=cpu), then take it off the critical path: launch the next step's GPU work "
+                     "before it, move it to another thread, or capture the step as a CUDA graph.",
+    "runtime_compile:torch_compile": "torch.compile recompiles inside the loop: warm up every input shape "
+                                     "before the loop, mark the varying dimensions dynamic "
+                                     "(torch._dynamo.mark_dynamic / dynamic=True), or pad inputs to a few "
+                                     "shapes; check TORCH_LOGS=recompiles for the guard that fails.",
+    "runtime_compile:library": "A library builds a kernel or plan per new shape (cuDNN / cuBLASLt): pad or "
+                               "bucket the varying dimension, warm up the shapes before the loop, or pin "
+                               "a backend that does not (torch.nn.attention.sdpa_kernel). CUDA graphs or "
+                               "fusion do not help: the time is compilation, not launches.",
+    "gpu_wait": "The host was ahead, yet the GPU waited: look for cross-stream waits (wait_stream, "
+                "events) and serialised streams (queue_length, kernel_sequences); these gaps are not "
+                "the host's.",
+    "rank_wait": "The host blocks in collectives or barriers for slower ranks: balance the ranks' work "
+                 "(rank_imbalance, collectives) before tuning this one.",
+    "unattributed": "Capture the host side too (torch.profiler activities=[CPU, CUDA]; nsys --trace=cuda): "
+                    "without the launch calls the idle time cannot be attributed.",
     "no_gpu_data": "Capture GPU activity: torch.profiler with activities=[CPU, CUDA] (under nsys "
                    "torch.profiler cannot get CUPTI: take the GPU side from the nsys capture).",
 }

@@ -7,6 +7,7 @@ from .model import (REMEDIES, SEVERITIES, DiagnoseError, Diagnosis, Evidence, Fi
                     apply_view_params, fmt_ns, fmt_pct, lit, resolve_thresholds)
 from ..names import plural
 from .scopes import Query, Scope, _phase_rows, _phase_scope, _source_scopes
+from .attribution import attribution_findings
 
 def _severity(share: float | None, th: dict[str, float]) -> str:
     if share is None:
@@ -138,7 +139,12 @@ class _Rules:
         if not self._is_low_util(s):
             return None
         idle = s.idle_ns
-        causes = sorted(((c, ns) for c, ns in s.idle.items() if ns), key=lambda x: -x[1])
+        if s.phase is None and self.q.has("time_breakdown"):  # where the steady window's idle time went
+            causes = [(r["category"], r["ns"]) for r in self.q.dicts(
+                f"""SELECT category, ns FROM time_breakdown WHERE {self._where(s)} AND part = 'steady'
+                    AND state = 'idle' ORDER BY ns DESC, category""")]
+        else:
+            causes = sorted(((c, ns) for c, ns in s.idle.items() if ns), key=lambda x: -x[1])
         by = ", ".join(f"{c} {fmt_ns(ns)} ({fmt_pct(_pct(ns, s.window_ns))})" for c, ns in causes)
         phases = self._phase_verdicts(s, self._is_low_util)
         ev = [self.q.evidence("steady_state", f"""
@@ -796,12 +802,13 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
                             "utilization_pct": _round(s.utilization_pct), "kernels": s.kernels,
                             "kernel_ns": s.kernel_ns, "memcpy_ns": s.memcpy_ns,
                             "idle_ns": {c: ns for c, ns in s.idle.items()}, "instances": s.instances})
-            for f in (rules.low_utilization(s), rules.launch_or_host_bound(s), rules.sync_stall(s),
-                      rules.runtime_compile(s), rules.transfer_bound(s),
-                      rules.low_overlap(s) if phase is None else None, rules.startup(s),
-                      rules.memory_pressure(s) if phase is None else None):
-                if f is not None:
-                    findings.append(f)
+            if phase is None:  # the steady window: from where its idle time went
+                found = [rules.low_utilization(s), *attribution_findings(rules, s), rules.low_overlap(s),
+                         rules.startup(s), rules.memory_pressure(s)]
+            else:
+                found = [rules.low_utilization(s), rules.launch_or_host_bound(s), rules.sync_stall(s),
+                         rules.runtime_compile(s), rules.transfer_bound(s), rules.startup(s)]
+            findings += [f for f in found if f is not None]
         if not scopes:
             continue
         sc = scopes[0] if len(scopes) == 1 else None
