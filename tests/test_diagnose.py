@@ -172,9 +172,10 @@ def test_decode_b1_launch_bound(stores):
     host_wait = intersect([[w0, w1]], [[s, e] for s, e, c in gaps if c == "host_wait"])
     f = one(d, "launch_bound", source_id=0)
     assert f.severity == "high" and f.of_ns == w1 - w0
-    # ns rounding of float µs at a few hundred boundaries
-    assert abs(f.time_ns - host_wait) <= 2 * len(gaps)
-    assert f.share_pct == pytest.approx(100 * host_wait / (w1 - w0), abs=0.01)
+    # the launch part of the gaps where the host was late (idle_attribution): most of host_wait,
+    # the rest went to named ops and untraced code in the longer gaps
+    assert 0.9 * host_wait < f.time_ns <= host_wait + 2 * len(gaps)
+    assert f.share_pct == pytest.approx(100 * f.time_ns / (w1 - w0), abs=0.01)
     assert f.share_pct > 80
     short = sum(1 for k in raw.kernels if (r := raw.by_corr.get(k["args"].get("correlation")))
                 and k["dur"] < r["dur"] and w0 <= ns(k["ts"]) < w1)
@@ -268,8 +269,6 @@ def test_graphs_eager_launch_bound_graph_not(stores):
     st = stores("graphs", GRAPHS)
     d = diag(st)
     f = one(d, "launch_bound", source_id=0)
-    assert f.phases["eager_step"]["meets_rule"] is True
-    assert f.phases["graph_step"]["meets_rule"] is False
     for phase, expect in (("eager_step", True), ("graph_step", False)):
         launches, kernels, span, host_wait = _graph_numbers(raw, phase)
         dp = diag(st, phase=phase)
@@ -356,8 +355,9 @@ def test_ddp_rank_imbalance_and_overlap(stores):
     assert st.one("select exposed_ns from overlap where source_id = 1 and kind = 'comm'") == lo.time_ns
     assert lo.metrics["wait_ns"] == f.time_ns  # most of it is waiting for rank 0
     assert "rank imbalance" in lo.remedy
-    # rank 0, the slow one, is itself launch-bound (its CPU is late, rank 1 waits)
-    assert "launch_bound" in d.codes(0) and "launch_bound" not in d.codes(1)
+    # rank 0, the slow one, is itself launch-bound (its CPU is late, rank 1 waits): more so than rank 1
+    lb = {r: one(d, "launch_bound", source_id=r).share_pct for r in (0, 1) if "launch_bound" in d.codes(r)}
+    assert 0 in lb and lb[0] > lb.get(1, 0)
     # NCCL kernels are never a hot_kernel, though 84 % of rank 1's kernel time
     assert "hot_kernel" not in d.codes(1)
     # diagnosing one rank keeps the job's imbalance (the slow rank is the one to fix)
@@ -521,7 +521,7 @@ def test_thresholds_override_and_view_params(stores):
     st = stores("b1", DECODE_B1)
     assert "transfer_bound" not in diag(st).codes()
     # a tiny threshold makes transfer_bound fire; its time is the memcpy time not under compute
-    f = one(diag(st, thresholds={"transfer_pct": 0.001}), "transfer_bound")
+    f = one(diag(st, thresholds={"cause_min_pct": 0.001}), "transfer_bound")
     w0, w1 = raw.steady()  # the copies of the steady window (not the prefill's)
     cp = union([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw.gpu
                 if e["cat"] == "gpu_memcpy" and w0 <= ns(e["ts"]) < w1])
@@ -822,7 +822,7 @@ def test_texts_say_one_in_the_singular(stores):
             assert not bad, (key, bad)
     # evidence: 'first 5 of 10 rows' above exactly 5 rows (the query has LIMIT 10)
     lines = to_text(diag(stores("b1", DECODE_B1))).splitlines()
-    k = next(i for i, line in enumerate(lines) if "evidence (idle_gaps, first 5 of 10 rows)" in line)
+    k = next(i for i, line in enumerate(lines) if "evidence (idle_attribution, first 5 of 10 rows)" in line)
     assert "LIMIT 10" in lines[k]
     body = lines[k + 3:]
     assert len(list(itertools.takewhile(lambda line: line.startswith("            ") and line.strip(), body))) == 5

