@@ -20,9 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 ATTR = REPO / "fixtures" / "attribution"
 SYMPTOMS = {"low_utilization", "startup"}
-# built part (oracle key) -> the finding code that carries it
-CODE = {"launch": "launch_bound", "data": "input_bound", "sync": "sync_stall", "copy": "transfer_bound",
-        "compile": "runtime_compile", "untraced": "host_untraced", "cpu_op": "host_bound", "startup": "startup"}
+# built part (oracle key: an idle_attribution category, or the start-up) -> the finding carrying it
+from tracekit.diagnose.attribution import CODE as _CATEGORY_CODE  # noqa: E402
+
+CODE = {**_CATEGORY_CODE, "startup": "startup"}
 FORMATS = {"kineto": ("{case}.json.gz", "{case}.oracle.json"), "nsys": ("{case}.sqlite", "{case}.nsys.oracle.json")}
 
 

@@ -48,4 +48,4 @@ def test_kept_shared_views_give_the_saved_rows():
     from tracekit import views
 
     assert all(set(kept[s]) == views.kept_views() for s in F.STORES), kept
-    assert len(views.kept_views()) == 16
+    assert len(views.kept_views()) == 18

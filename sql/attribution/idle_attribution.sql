@@ -215,7 +215,7 @@ drained AS (  -- gaps a sync drained: the host's own code after it is the sync's
     SELECT *,
            CASE WHEN category IN ('untraced', 'launch') THEN
                 greatest(0, least(end_ns - start_ns,
-                                  greatest(sync_ns - sync_in_gap, 0) - coalesce(before, 0)))
+                                  greatest(sync_ns - sync_in_gap, 0) - coalesce(before, 0)))::BIGINT
                 ELSE 0 END AS moved
     FROM (SELECT *,
                  first_value(category) OVER (PARTITION BY gap_id ORDER BY start_ns) AS first_cat,

@@ -68,7 +68,7 @@ segs AS (  -- busy segments with their class, and the idle pieces
     SELECT source_id, device_id, start_ns, end_ns, 'idle', category FROM idle_attribution
 ),
 clipped AS (
-    SELECT s.source_id, s.device_id, s.state, s.category,
+    SELECT s.source_id, s.device_id, w.ds, w.ws, w.we, w.de, s.state, s.category,
            sum(greatest(0, least(s.end_ns, w.ws) - greatest(s.start_ns, w.ds)))::BIGINT AS startup_ns,
            sum(greatest(0, least(s.end_ns, w.we) - greatest(s.start_ns, w.ws)))::BIGINT AS steady_ns,
            sum(greatest(0, least(s.end_ns, w.de) - greatest(s.start_ns, w.we)))::BIGINT AS teardown_ns
@@ -76,15 +76,13 @@ clipped AS (
     GROUP BY ALL
 ),
 parts AS (
-    SELECT c.source_id, c.device_id, 'startup' AS part, 0 AS part_no, w.ds AS part_start_ns, w.ws AS part_end_ns,
-           c.state, c.category, c.startup_ns AS ns
-    FROM clipped c JOIN w ON w.source_id = c.source_id AND w.device_id = c.device_id
+    SELECT source_id, device_id, 'startup' AS part, 0 AS part_no, ds AS part_start_ns, ws AS part_end_ns,
+           state, category, startup_ns AS ns
+    FROM clipped
     UNION ALL
-    SELECT c.source_id, c.device_id, 'steady', 1, w.ws, w.we, c.state, c.category, c.steady_ns
-    FROM clipped c JOIN w ON w.source_id = c.source_id AND w.device_id = c.device_id
+    SELECT source_id, device_id, 'steady', 1, ws, we, state, category, steady_ns FROM clipped
     UNION ALL
-    SELECT c.source_id, c.device_id, 'teardown', 2, w.we, w.de, c.state, c.category, c.teardown_ns
-    FROM clipped c JOIN w ON w.source_id = c.source_id AND w.device_id = c.device_id
+    SELECT source_id, device_id, 'teardown', 2, we, de, state, category, teardown_ns FROM clipped
 )
 SELECT source_id, device_id, part, part_start_ns, part_end_ns, part_end_ns - part_start_ns AS part_ns,
        state, category, ns, 100.0 * ns / (part_end_ns - part_start_ns) AS pct

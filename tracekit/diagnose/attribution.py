@@ -115,8 +115,14 @@ def _finding(rules, s, cat, time_ns, idle_ns, share, win, where) -> Finding:
                              f"SELECT * FROM memop_time_summary WHERE source_id = {s.source_id}"))
     ev.append(q.evidence("time_breakdown", f"""SELECT part, state, category, ns, pct FROM time_breakdown
                                               WHERE source_id = {s.source_id} AND device_id = {s.device_id}"""))
+    metrics = {"category": cat, "idle_ns": idle_ns, "gaps": n_gaps, "med_gap_ns": med,
+               "top_host_ops": [{"host_op": o["host_op"], "ns": o["ns"], "gaps": o["gaps"]} for o in ops[:5]]}
+    phases = None
+    if cat == "launch":  # the launches' own figures, and which phases are launch-bound
+        metrics.update({"short_pct": s.short_pct, "short_kernels": s.short_kernels, "launched": s.launched,
+                        "med_kernel_ns": s.med_kernel_ns, "med_latency_ns": s.med_latency_ns,
+                        "launch_calls": s.launch_calls, "graph_launches": s.graph_launches})
+        phases = rules._phase_verdicts(s, rules._is_launch_bound)
+        summary += rules._phases_line(phases, "launch-bound")
     return rules.finding(code, share, time_ns, win, s, summary, remedy_key=remedy_key, of="steady window",
-                         metrics={"category": cat, "idle_ns": idle_ns, "gaps": n_gaps, "med_gap_ns": med,
-                                  "top_host_ops": [{"host_op": o["host_op"], "ns": o["ns"], "gaps": o["gaps"]}
-                                                   for o in ops[:5]]},
-                         evidence=ev)
+                         metrics=metrics, phases=phases, evidence=ev)

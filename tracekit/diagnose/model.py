@@ -24,7 +24,7 @@ THRESHOLDS: dict[str, Threshold] = {
     "util_low_pct": Threshold(
         50, "low_utilization when the GPU is busy less than this % of its window"),
     "launch_wait_pct": Threshold(
-        25, "launch_bound / host_bound when idle gaps of cause host_wait (the GPU waited for the "
+        25, "--phase: launch_bound / host_bound when idle gaps of cause host_wait (the GPU waited for the "
             "CPU to launch) cover at least this % of the window"),
     "launch_short_pct": Threshold(
         50, "... launch_bound (rather than host_bound) when at least this % of the launched kernels "
@@ -33,13 +33,13 @@ THRESHOLDS: dict[str, Threshold] = {
         1_000_000, "... and at least half of the host_wait time is in gaps shorter than this (launch "
                    "overhead is many short gaps; a few long ones are host work: host_bound)"),
     "sync_wait_pct": Threshold(
-        1, "sync_stall when idle gaps of cause sync_wait (the GPU drained while the host was "
+        1, "--phase: sync_stall when idle gaps of cause sync_wait (the GPU drained while the host was "
            "blocked in a synchronizing call) cover at least this % of the window"),
     "compile_pct": Threshold(
-        5, "runtime_compile when idle gaps of cause runtime_compile (the host was loading or "
+        5, "--phase: runtime_compile when idle gaps of cause runtime_compile (the host was loading or "
            "compiling GPU code) cover at least this % of the window"),
     "transfer_pct": Threshold(
-        10, "transfer_bound when memcpy time not overlapped by compute (overlap.exposed_ns of "
+        10, "--phase: transfer_bound when memcpy time not overlapped by compute (overlap.exposed_ns of "
             "kind memcpy) is at least this % of the window"),
     "hot_kernel_pct": Threshold(
         80, "hot_kernel when one kernel name (not a collective) has at least this % of the "

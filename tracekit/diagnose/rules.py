@@ -52,47 +52,6 @@ class _Rules:
             return ""
         return f" AND start_ns >= {s.steady['window_start_ns']} AND end_ns <= {s.steady['window_end_ns']}"
 
-    def _host_evidence(self, s: Scope, cause: str) -> Evidence:
-        """What the host was doing in the 5 longest gaps of a cause, on the thread that launched
-        the op after each gap: the innermost event (torch op, Python function, NVTX range, OS
-        call) covering at least half of the gap (else the one covering most), and the API call
-        covering most of it."""
-        sid, dev = s.source_id, s.device_id
-        return self.q.evidence("idle_gaps", f"""
-            WITH g AS (SELECT start_ns, end_ns, dur_ns FROM idle_gaps
-                       WHERE scope = 'device' AND {self._where(s)}{self._in_window(s)} AND cause = {lit(cause)}
-                       ORDER BY dur_ns DESC LIMIT 5),
-            l AS (SELECT g.start_ns, g.end_ns, g.dur_ns, arg_min(l.pid, l.stream_id) AS pid,
-                         arg_min(l.tid, l.stream_id) AS tid
-                  FROM g JOIN gpu_launches l ON l.source_id = {sid} AND l.device_id = {dev} AND l.start_ns = g.end_ns
-                  GROUP BY ALL),
-            e AS (SELECT l.start_ns,
-                         arg_max(e.name, (2 * (least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)) >= l.dur_ns,
-                                          coalesce(e.depth, 0), least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)))
-                             AS host_op,
-                         max(least(e.end_ns, l.end_ns) - greatest(e.start_ns, l.start_ns)) AS op_cover_ns
-                  FROM l JOIN events e ON e.source_id = {sid} AND e.pid = l.pid AND e.tid = l.tid
-                   AND e.start_ns < l.end_ns AND e.end_ns > l.start_ns AND NOT coalesce(e.is_instant, false)
-                  GROUP BY ALL),
-            a AS (SELECT l.start_ns,
-                         arg_max(a.name, least(a.end_ns, l.end_ns) - greatest(a.start_ns, l.start_ns)) AS host_call,
-                         max(least(a.end_ns, l.end_ns) - greatest(a.start_ns, l.start_ns)) AS call_ns
-                  FROM l JOIN api_calls a ON a.source_id = {sid} AND a.pid = l.pid AND a.tid = l.tid
-                   AND a.start_ns < l.end_ns AND a.end_ns > l.start_ns
-                  GROUP BY ALL)
-            SELECT l.start_ns, l.dur_ns, e.host_op, a.host_call, a.call_ns
-            FROM l LEFT JOIN e USING (start_ns) LEFT JOIN a USING (start_ns)
-            ORDER BY l.dur_ns DESC""")
-
-    def _gap_evidence(self, s: Scope, cause: str) -> Evidence:
-        if s.phase is None:
-            return self.q.evidence("idle_gaps", f"""
-                SELECT start_ns, end_ns, dur_ns, cause, before_name, after_name, after_api, launch_lag_ns,
-                       sync_ns, compile_ns
-                FROM idle_gaps WHERE scope = 'device' AND {self._where(s)}{self._in_window(s)} AND cause = {lit(cause)}
-                ORDER BY dur_ns DESC LIMIT 10""")
-        return self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")
-
     def _phase_verdicts(self, s: Scope, test) -> dict[str, dict] | None:
         if s.phase is not None:
             return None
@@ -168,6 +127,11 @@ class _Rules:
                      **{f"{c}_ns": ns for c, ns in s.idle.items()}},
             phases=phases, evidence=ev)
 
+    # -- the older rules, on one phase's idle_gaps causes (`diagnose --phase`; a source's steady
+    # window is judged from time_breakdown: attribution.py) -------------------------------------
+    def _phase_evidence(self, s: Scope) -> Evidence:
+        return self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}")
+
     def launch_or_host_bound(self, s: Scope) -> Finding | None:
         hw_ns = s.idle["host_wait"]
         hw = _pct(hw_ns, s.window_ns) or 0
@@ -176,127 +140,58 @@ class _Rules:
         code = "launch_bound" if self._launch_not_host(s) else "host_bound"
         n, med = s.gaps.get("host_wait", (None, None))
         gaps_txt = f"{plural(n, 'gap')} where the GPU waited for a launch (median {fmt_ns(med)}), " if n else ""
-        phases = self._phase_verdicts(s, self._is_launch_bound) if code == "launch_bound" else None
-        ev = []
-        host = None  # what the host did in the longest gaps (host_bound only)
-        if s.phase is None:
-            ev.append(self.q.evidence("launch_summary", f"SELECT * FROM launch_summary WHERE {self._where(s)}"))
-            ev.append(self._gap_evidence(s, "host_wait"))
-            if code == "host_bound":
-                host = self._host_evidence(s, "host_wait")
-                ev.append(host)
-            if phases:
-                ev.append(self.q.evidence("phase_idle", f"""
-                    SELECT phase, instances, span_ns, busy_ns, host_wait_ns, host_wait_pct, kernels,
-                           short_kernels, launch_calls, graph_launches, utilization_pct
-                    FROM phase_idle WHERE {self._where(s)} ORDER BY span_ns DESC"""))
-        else:
-            ev.append(self.q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}"))
         per_launch = ""
-        if s.phase is not None and s.launch_calls:
+        if s.launch_calls:
             per_launch = f", {plural(s.launch_calls, 'launch call')} for {plural(s.kernels, 'kernel')}"
         med_k = f", median kernel {fmt_ns(s.med_kernel_ns)}" if s.med_kernel_ns is not None else ""
         summary = (f"{gaps_txt}{fmt_ns(hw_ns)} idle in all ({fmt_pct(hw)} of {fmt_ns(s.window_ns)}); "
                    f"{s.short_kernels:,} of {plural(s.launched, 'kernel')} ({fmt_pct(s.short_pct)}) ran shorter "
                    f"than their launch call{med_k}{per_launch}")
-        summary += self._phases_line(phases, "launch-bound")
-        if host and host.rows:
-            ops = [r[2] for r in host.rows if r[2]]
-            top = max(set(ops), key=ops.count) if ops else None
-            if top:
-                summary += (f"; in {ops.count(top)} of the {plural(len(host.rows), 'longest gap')} the host was in {top}")
         return self.finding(code, hw, hw_ns, s.window_ns, s, summary,
                             metrics={"host_wait_ns": hw_ns, "host_wait_pct": hw, "short_pct": s.short_pct,
                                      "short_kernels": s.short_kernels, "launched": s.launched,
                                      "med_kernel_ns": s.med_kernel_ns, "med_latency_ns": s.med_latency_ns,
                                      "launch_calls": s.launch_calls, "graph_launches": s.graph_launches},
-                            phases=phases, evidence=ev)
+                            evidence=[self._phase_evidence(s)])
 
-    def sync_stall(self, s: Scope, phase_instances: list[dict] | None = None) -> Finding | None:
+    def sync_stall(self, s: Scope) -> Finding | None:
         sw_ns = s.idle["sync_wait"]
         sw = _pct(sw_ns, s.window_ns) or 0
         q = self.q
-        if s.phase is None:
-            tot = q.one(f"SELECT * FROM sync_stalls WHERE source_id = {s.source_id} AND name IS NULL")
-            host_ns, host_pct, calls = ((tot["total_ns"], tot["share_pct"], tot["calls"]) if tot else (0, 0, 0))
-            rows_q = f"""SELECT name, kind, call_site, calls, total_ns, avg_ns, max_ns, share_pct, gpu_ops_waited
-                         FROM sync_stalls WHERE source_id = {s.source_id} AND name IS NOT NULL
-                         ORDER BY total_ns DESC"""
-            view = "sync_stalls"
-        else:
-            rows_q = f"""SELECT h.name, h.kind, h.call_site, count(*) AS calls, sum(h.dur_ns)::BIGINT AS total_ns,
-                                max(h.dur_ns) AS max_ns, sum(h.gpu_ops_waited)::BIGINT AS gpu_ops_waited
-                         FROM host_syncs h JOIN phase_instances i
-                           ON i.source_id = h.source_id AND i.pid = h.pid AND i.tid = h.tid
-                          AND h.start_ns >= i.start_ns AND h.start_ns < i.end_ns
-                         WHERE h.source_id = {s.source_id} AND i.phase = {lit(s.phase)}
-                         GROUP BY ALL ORDER BY total_ns DESC"""
-            view = "host_syncs"
-            rows = q.dicts(rows_q)
-            host_ns = sum(r["total_ns"] for r in rows)
-            calls = sum(r["calls"] for r in rows)
-            host_pct = _pct(host_ns, s.window_ns) or 0
-        if not calls or sw < self.th["sync_wait_pct"]:
-            return None
-        ev = [q.evidence(view, rows_q)]
-        if s.phase is None:
-            ev.append(self._gap_evidence(s, "sync_wait"))
-        else:
-            ev.append(q.evidence("phase_idle", f"SELECT * FROM phase_idle WHERE {self._where(s)}"))
-        per = ""
-        if s.phase is not None and s.instances:
-            per = f" ({calls / s.instances:.1f} per instance of {s.phase})"
-        top = q.dicts(rows_q)[:1]
-        site = ""
-        if top and top[0].get("call_site"):
-            site = f"; most in {top[0]['name']} ({top[0]['kind']}) at {top[0]['call_site']}"
-        n, _ = s.gaps.get("sync_wait", (None, None))
-        gaps_txt = f"{plural(n, 'gap')}, " if n else ""
-        phases = None
-        if s.phase is None and q.has("phase_instances"):
-            pq = f"""SELECT i.phase, any_value(n.instances) AS instances, count(*) AS calls,
-                            sum(h.dur_ns)::BIGINT AS blocked_ns,
-                            string_agg(DISTINCT h.name, ', ' ORDER BY h.name) AS names
+        rows_q = f"""SELECT h.name, h.kind, h.call_site, count(*) AS calls, sum(h.dur_ns)::BIGINT AS total_ns,
+                            max(h.dur_ns) AS max_ns, sum(h.gpu_ops_waited)::BIGINT AS gpu_ops_waited
                      FROM host_syncs h JOIN phase_instances i
                        ON i.source_id = h.source_id AND i.pid = h.pid AND i.tid = h.tid
                       AND h.start_ns >= i.start_ns AND h.start_ns < i.end_ns
-                     JOIN (SELECT source_id, phase, count(*) AS instances FROM phase_instances GROUP BY ALL) n
-                       ON n.source_id = i.source_id AND n.phase = i.phase
-                     WHERE h.source_id = {s.source_id} GROUP BY i.phase ORDER BY calls DESC, i.phase"""
-            prow = q.dicts(pq)
-            if prow:
-                idle = {r["phase"]: r for r in _phase_rows(q, s.source_id, device=s.device_id)}
-                phases = {r["phase"]: {"instances": r["instances"], "calls": r["calls"],
-                                       "per_instance": _round(r["calls"] / r["instances"]),
-                                       "blocked_ns": r["blocked_ns"], "names": r["names"],
-                                       "sync_wait_ns": idle.get(r["phase"], {}).get("sync_wait_ns")}
-                          for r in prow}
-                ev.append(q.evidence("host_syncs", pq))
-        per_phase = ""
-        if phases:
-            per_phase = "; per phase instance: " + ", ".join(
-                f"{p} {v['per_instance']:g} ({plural(v['instances'], 'instance')})" for p, v in phases.items())
+                     WHERE h.source_id = {s.source_id} AND i.phase = {lit(s.phase)}
+                     GROUP BY ALL ORDER BY total_ns DESC"""
+        rows = q.dicts(rows_q)
+        host_ns = sum(r["total_ns"] for r in rows)
+        calls = sum(r["calls"] for r in rows)
+        host_pct = _pct(host_ns, s.window_ns) or 0
+        if not calls or sw < self.th["sync_wait_pct"]:
+            return None
+        per = f" ({calls / s.instances:.1f} per instance of {s.phase})" if s.instances else ""
+        site = ""
+        if rows[0].get("call_site"):
+            site = f"; most in {rows[0]['name']} ({rows[0]['kind']}) at {rows[0]['call_site']}"
+        n, _ = s.gaps.get("sync_wait", (None, None))
+        gaps_txt = f"{plural(n, 'gap')}, " if n else ""
         return self.finding(
             "sync_stall", sw, sw_ns, s.window_ns, s,
             f"{plural(calls, 'synchronizing call')}{per} blocked the host {fmt_ns(host_ns)}{site}; "
-            f"the GPU sat idle {fmt_ns(sw_ns)} ({gaps_txt}{fmt_pct(sw)} of the window) while the host waited"
-            + per_phase,
+            f"the GPU sat idle {fmt_ns(sw_ns)} ({gaps_txt}{fmt_pct(sw)} of the window) while the host waited",
             metrics={"sync_wait_ns": sw_ns, "sync_wait_pct": sw, "host_blocked_ns": host_ns,
                      "host_blocked_pct": host_pct, "calls": calls},
-            phases=phases, evidence=ev)
+            evidence=[q.evidence("host_syncs", rows_q), self._phase_evidence(s)])
 
     def transfer_bound(self, s: Scope) -> Finding | None:
         exposed = s.exposed_memcpy_ns if s.exposed_memcpy_ns is not None else s.memcpy_ns
         share = _pct(exposed, s.window_ns) or 0
         if not exposed or share < self.th["transfer_pct"]:
             return None
-        ev = []
-        if s.phase is None:
-            ev.append(self.q.evidence("overlap", f"SELECT * FROM overlap WHERE {self._where(s)} AND kind = 'memcpy'"))
-        ev.append(self.q.evidence("memop_time_summary",
-                                  f"SELECT * FROM memop_time_summary WHERE source_id = {s.source_id}"))
-        ev.append(self.q.evidence("memop_size_summary",
-                                  f"SELECT * FROM memop_size_summary WHERE source_id = {s.source_id}"))
+        ev = [self.q.evidence("memop_time_summary", f"SELECT * FROM memop_time_summary WHERE source_id = {s.source_id}"),
+              self.q.evidence("memop_size_summary", f"SELECT * FROM memop_size_summary WHERE source_id = {s.source_id}")]
         return self.finding(
             "transfer_bound", share, exposed, s.window_ns, s,
             f"memcpy {fmt_ns(s.memcpy_ns)}, of which {fmt_ns(exposed)} not overlapped by compute "
@@ -309,24 +204,14 @@ class _Rules:
         if not c_ns or share < self.th["compile_pct"]:
             return None
         q = self.q
-        if s.phase is None:
-            lo, hi = ((s.steady["window_start_ns"], s.steady["window_end_ns"]) if s.steady
-                      else (None, None))
-            when = f" AND start_ns >= {lo} AND start_ns < {hi}" if lo is not None else ""
-        else:
-            when = ""
         cq = f"""SELECT name, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns, max(dur_ns) AS max_ns
-                 FROM api_calls WHERE source_id = {s.source_id} AND tk_is_compile_call(name){when}
+                 FROM api_calls WHERE source_id = {s.source_id} AND tk_is_compile_call(name)
                  GROUP BY name ORDER BY total_ns DESC"""
         calls = q.dicts(cq)
         n_calls = sum(r["calls"] for r in calls)
         n, med = s.gaps.get("runtime_compile", (None, None))
         gaps_txt = f"{plural(n, 'gap')}, median {fmt_ns(med)}, " if n else ""
-        per = f", {plural(s.instances, 'instance')} of {s.phase}" if s.phase is not None and s.instances else ""
-        ev = [q.evidence("api_calls", cq)]
-        ev.append(self._gap_evidence(s, "runtime_compile"))
-        if s.phase is None:
-            ev.append(self._host_evidence(s, "runtime_compile"))
+        per = f", {plural(s.instances, 'instance')} of {s.phase}" if s.instances else ""
         return self.finding(
             "runtime_compile", share, c_ns, s.window_ns, s,
             f"the GPU sat idle {fmt_ns(c_ns)} ({gaps_txt}{fmt_pct(share)} of the window{per}) while the host "
@@ -335,7 +220,7 @@ class _Rules:
             + "; a new kernel built at run time (e.g. one per new shape), not launch overhead",
             metrics={"runtime_compile_ns": c_ns, "compile_calls": n_calls,
                      "compile_call_ns": sum(r["total_ns"] or 0 for r in calls)},
-            evidence=ev)
+            evidence=[q.evidence("api_calls", cq), self._phase_evidence(s)])
 
     def startup(self, s: Scope) -> Finding | None:
         st = s.steady
