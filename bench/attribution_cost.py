@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""What idle_attribution + time_breakdown cost next to idle_gaps (which they build on).
+
+Each query runs on a fresh read-only session of the store (no rows kept from an earlier query),
+COUNT(*) over the whole view, median of --repeat runs; prints the times and the ratio
+(idle_attribution + time_breakdown) / idle_gaps.
+
+    python bench/attribution_cost.py STORE.duckdb|TRACE [--repeat 5]
+    # a large input: python bench/inputs.py kineto fixtures/kineto/decode_b1.json.gz /tmp/big.json.gz 40
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def timed(db: str, view: str, repeat: int) -> tuple[float, int]:
+    import tracekit
+
+    secs, n = [], 0
+    for _ in range(repeat):
+        with tracekit.open(db) as st:
+            t = time.perf_counter()
+            n = st.one(f"SELECT count(*) FROM {view}")
+            secs.append(time.perf_counter() - t)
+    return statistics.median(secs), n
+
+
+def main(argv: list[str]) -> int:
+    import tracekit
+
+    repeat = int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 5
+    src = argv[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = src
+        if not src.endswith(".duckdb"):
+            db = str(Path(tmp) / "s.duckdb")
+            t = time.perf_counter()
+            tracekit.convert([src], db=db, replace=True)
+            print(f"converted {src} in {time.perf_counter() - t:.2f} s")
+        with tracekit.open(db) as st:
+            print("rows:", st.one("SELECT count(*) FROM events"), "events,",
+                  st.one("SELECT count(*) FROM api_calls"), "API calls,",
+                  st.one("SELECT count(*) FROM gpu_activity"), "GPU ops")
+        res = {v: timed(db, v, repeat) for v in ("idle_gaps", "idle_attribution", "time_breakdown")}
+    for v, (s, n) in res.items():
+        print(f"{v:18s} {s * 1000:8.1f} ms  {n:>9,} rows")
+    ratio = (res["idle_attribution"][0] + res["time_breakdown"][0]) / res["idle_gaps"][0]
+    print(f"(idle_attribution + time_breakdown) / idle_gaps = {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
