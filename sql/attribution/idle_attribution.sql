@@ -209,8 +209,9 @@ in_gaps AS (  -- the pieces' boundaries, with the state's innermost event, API c
       ON m.source_id = s.source_id AND m.pid = s.pid AND m.tid = s.tid AND m.device_id = s.device_id
      AND m.mark_no = s.mark_no
 ),
-launched AS (  -- per range: API calls with a correlation id started inside it
-    SELECT source_id, pid, tid, device_id, eid,
+launched AS (  -- per range (event ids are unique in a source): API calls with a correlation id
+               -- started inside it
+    SELECT source_id, device_id, eid,
            max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
     FROM sweep WHERE eid IS NOT NULL
     GROUP BY ALL
@@ -239,10 +240,8 @@ pieces AS MATERIALIZED (
            l.start_ns AS gap_start_ns, l.end_ns AS gap_end_ns, l.sync_ns
     FROM in_gaps s
     JOIN late l ON l.gap_id = s.cur_gap
-    LEFT JOIN ev e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.event_id = s.cur_ev
-    LEFT JOIN launched n
-      ON n.source_id = s.source_id AND n.pid = s.pid AND n.tid = s.tid AND n.device_id = s.device_id
-     AND n.eid = s.cur_ev
+    LEFT JOIN ev e ON e.source_id = s.source_id AND e.event_id = s.cur_ev
+    LEFT JOIN launched n ON n.source_id = s.source_id AND n.device_id = s.device_id AND n.eid = s.cur_ev
 ),
 drained AS (  -- gaps a sync drained: the host's own code after it is the sync's, up to sync_ns
     SELECT *,
