@@ -47,8 +47,9 @@
 -- of the thread's events, API calls, sync / compile intervals and late gaps: running counts of
 -- the open intervals of each kind, and the innermost open event (an event's start makes it the
 -- innermost, its end makes its parent the innermost: `events.parent_id`), kept as the running
--- count of such changes and looked up by it for the pieces in gaps only (the same for the last
--- API call's name and the last mark); a range launched GPU work when the running count of API
+-- latest instant of such a change and looked up by it for the pieces in gaps only (the same for
+-- the last API call's name and the last mark; of several at one instant, the last event
+-- boundary in order, the least name); a range launched GPU work when the running count of API
 -- calls with a correlation id grew between its start and end.
 -- Rows are in no particular order.
 -- Parameters: plan_min_ns (default 1000000), dispatch_max_ns (default 200000); kernel_wait_ns
@@ -179,12 +180,22 @@ bounds AS (  -- per (thread, GPU): the host boundaries and the late gaps' starts
            0, 0, 0, 0, 0, 0, 0, 0, device_id, NULL, -1
     FROM late
 ),
+at_t AS MATERIALIZED (  -- per thread and instant: the innermost event after its last event
+                        -- boundary there, the API call and the mark that start there
+    SELECT source_id, pid, tid, t,
+           arg_max(ev, (o * 65536 + sub + 32768) * 1099511627776 + coalesce(eid, 0)) AS ev,
+           min(api_name) AS api_name, min(mark_name) AS mark_name
+    FROM host WHERE ev IS NOT NULL OR api_name IS NOT NULL OR mark_name IS NOT NULL
+    GROUP BY ALL
+),
 sweep AS MATERIALIZED (  -- the state after each boundary: running counts; the innermost event, API
-                         -- call and mark as the number of such states so far (looked up below)
-    SELECT source_id, pid, tid, device_id, t, eid, is_end, ev, api_name, mark_name,
+                         -- call and mark as the last instant one changed (looked up in at_t)
+    SELECT source_id, pid, tid, device_id, t, eid, is_end,
            lead(t) OVER (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid) AS next_t,
            max(gap) OVER w AS cur_gap,  -- gap ids rise with time on a GPU: the last one started
-           count(ev) OVER w AS ev_no, count(api_name) OVER w AS api_no, count(mark_name) OVER w AS mark_no,
+           max(CASE WHEN ev IS NOT NULL THEN t END) OVER w AS ev_t,
+           max(CASE WHEN api_name IS NOT NULL THEN t END) OVER w AS api_t,
+           max(CASE WHEN mark_name IS NOT NULL THEN t END) OVER w AS mark_t,
            sum(d_launch) OVER w AS n_launch,
            -- the open intervals of each kind, 16 bits a kind, four kinds to a sum
            (sum(d_api + d_alloc * 65536 + d_sync * 4294967296 + d_copy * 281474976710656) OVER w)::BIGINT AS pk1,
@@ -194,20 +205,14 @@ sweep AS MATERIALIZED (  -- the state after each boundary: running counts; the i
 ),
 in_gaps AS (  -- the pieces' boundaries, with the state's innermost event, API call and mark
     SELECT s.*, e.ev AS cur_ev, a.api_name AS cur_api, m.mark_name AS cur_mark
-    FROM (SELECT source_id, pid, tid, device_id, t, next_t, cur_gap, ev_no, api_no, mark_no,
+    FROM (SELECT source_id, pid, tid, device_id, t, next_t, cur_gap, ev_t, api_t, mark_t,
                  pk1 & 65535 AS n_api, (pk1 >> 16) & 65535 AS n_alloc, (pk1 >> 32) & 65535 AS n_sync,
                  pk1 >> 48 AS n_copy, pk2 & 65535 AS n_comp, (pk2 >> 16) & 65535 AS n_data,
                  (pk2 >> 32) & 65535 AS n_rank
           FROM sweep WHERE pk2 >> 48 > 0 AND next_t > t) s
-    LEFT JOIN (SELECT source_id, pid, tid, device_id, ev_no, ev FROM sweep WHERE ev IS NOT NULL) e
-      ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.device_id = s.device_id
-     AND e.ev_no = s.ev_no
-    LEFT JOIN (SELECT source_id, pid, tid, device_id, api_no, api_name FROM sweep WHERE api_name IS NOT NULL) a
-      ON a.source_id = s.source_id AND a.pid = s.pid AND a.tid = s.tid AND a.device_id = s.device_id
-     AND a.api_no = s.api_no
-    LEFT JOIN (SELECT source_id, pid, tid, device_id, mark_no, mark_name FROM sweep WHERE mark_name IS NOT NULL) m
-      ON m.source_id = s.source_id AND m.pid = s.pid AND m.tid = s.tid AND m.device_id = s.device_id
-     AND m.mark_no = s.mark_no
+    LEFT JOIN at_t e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.t = s.ev_t
+    LEFT JOIN at_t a ON a.source_id = s.source_id AND a.pid = s.pid AND a.tid = s.tid AND a.t = s.api_t
+    LEFT JOIN at_t m ON m.source_id = s.source_id AND m.pid = s.pid AND m.tid = s.tid AND m.t = s.mark_t
 ),
 launched AS (  -- per range (event ids are unique in a source): API calls with a correlation id
                -- started inside it
