@@ -46,11 +46,8 @@
 -- Method (no effect on the result): one time-ordered pass per (thread, GPU) over the boundaries
 -- of the thread's events, API calls, sync / compile intervals and late gaps: running counts of
 -- the open intervals of each kind, and the innermost open event (an event's start makes it the
--- innermost, its end makes its parent the innermost: `events.parent_id`), kept as the running
--- latest instant of such a change and looked up by it for the pieces in gaps only (the same for
--- the last API call's name and the last mark; of several at one instant, the last event
--- boundary in order, the least name); a range launched GPU work when the running count of API
--- calls with a correlation id grew between its start and end.
+-- innermost, its end makes its parent the innermost: `events.parent_id`); a range launched GPU
+-- work when the running count of API calls with a correlation id grew between its start and end.
 -- Rows are in no particular order.
 -- Parameters: plan_min_ns (default 1000000), dispatch_max_ns (default 200000); kernel_wait_ns
 -- (through idle_gaps, no effect here).
@@ -83,32 +80,23 @@ late AS MATERIALIZED (
 ),
 thr AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid, device_id FROM late),
 tids AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid FROM thr),
-ev0 AS MATERIALIZED (
-    SELECT e.source_id, e.pid, e.tid, e.event_id, e.parent_id, e.depth, e.start_ns, e.end_ns, e.name, e.category
-    FROM events e
-    JOIN tids t ON t.source_id = e.source_id AND t.pid = e.pid AND t.tid = e.tid
-    WHERE NOT coalesce(e.is_instant, false) AND e.end_ns > e.start_ns
-),
-names AS (  -- what each (category, name) marks, and whether it is a framework operator: once per name
-    SELECT category, name, tk_host_mark(category, name) AS m0, tk_is_op_range(category, name) AS is_op
-    FROM (SELECT DISTINCT category, name FROM ev0)
-),
 ev AS MATERIALIZED (  -- the threads' ranges, with what their names mark
-    SELECT e.*, n.is_op,
-           CASE WHEN n.m0 = 'plan' THEN CASE WHEN e.end_ns - e.start_ns >= coalesce(getvariable('plan_min_ns'), 1000000)
-                                             THEN 'compile' END
-                ELSE n.m0 END AS mark
-    FROM ev0 e
-    JOIN names n ON n.category IS NOT DISTINCT FROM e.category AND n.name IS NOT DISTINCT FROM e.name
+    SELECT source_id, pid, tid, event_id, parent_id, depth, start_ns, end_ns, name, category,
+           CASE WHEN m0 = 'plan' THEN CASE WHEN dur_ns >= coalesce(getvariable('plan_min_ns'), 1000000)
+                                           THEN 'compile' END
+                ELSE m0 END AS mark
+    FROM (SELECT e.*, tk_host_mark(e.category, e.name) AS m0
+          FROM events e
+          JOIN tids t ON t.source_id = e.source_id AND t.pid = e.pid AND t.tid = e.tid
+          WHERE NOT coalesce(e.is_instant, false) AND e.end_ns > e.start_ns)
 ),
 api AS (
     SELECT a.source_id, a.pid, a.tid, a.start_ns, a.end_ns, a.name,
-           CASE WHEN a.correlation_id IS NOT NULL THEN 1 ELSE 0 END AS is_launch, n.is_alloc
+           CASE WHEN a.correlation_id IS NOT NULL THEN 1 ELSE 0 END AS is_launch,
+           CASE WHEN regexp_matches(a.name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)')
+                THEN 1 ELSE 0 END AS is_alloc
     FROM api_calls a
     JOIN tids t ON t.source_id = a.source_id AND t.pid = a.pid AND t.tid = a.tid
-    JOIN (SELECT name, CASE WHEN regexp_matches(name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)')
-                            THEN 1 ELSE 0 END AS is_alloc
-          FROM (SELECT DISTINCT name FROM api_calls)) n ON n.name = a.name
     WHERE a.end_ns > a.start_ns
 ),
 syncs AS (
@@ -168,60 +156,38 @@ host AS (  -- the host boundaries: o orders those at one instant (ends, then gap
     FROM comp
 ),
 bounds AS (  -- per (thread, GPU): the host boundaries and the late gaps' starts and ends
-    SELECT h.*, t.device_id, NULL::BIGINT AS gap, 0 AS d_gap
+    SELECT h.*, t.device_id, NULL::BIGINT AS gap
     FROM host h
     JOIN thr t ON t.source_id = h.source_id AND t.pid = h.pid AND t.tid = h.tid
     UNION ALL
     SELECT source_id, pid, tid, start_ns, 3, 0, NULL, NULL, false, NULL, NULL,
-           0, 0, 0, 0, 0, 0, 0, 0, device_id, gap_id, 1
+           0, 0, 0, 0, 0, 0, 0, 0, device_id, gap_id
     FROM late
     UNION ALL
     SELECT source_id, pid, tid, end_ns, 2, 0, NULL, NULL, true, NULL, NULL,
-           0, 0, 0, 0, 0, 0, 0, 0, device_id, NULL, -1
+           0, 0, 0, 0, 0, 0, 0, 0, device_id, 0
     FROM late
 ),
-at_t AS MATERIALIZED (  -- per thread and instant: the innermost event after its last event
-                        -- boundary there, the API call and the mark that start there
-    SELECT source_id, pid, tid, t,
-           arg_max(ev, (o * 65536 + sub + 32768) * 1099511627776 + coalesce(eid, 0)) AS ev,
-           min(api_name) AS api_name, min(mark_name) AS mark_name
-    FROM host WHERE ev IS NOT NULL OR api_name IS NOT NULL OR mark_name IS NOT NULL
-    GROUP BY ALL
-),
-sweep AS MATERIALIZED (  -- the state after each boundary: running counts; the innermost event, API
-                         -- call and mark as the last instant one changed (looked up in at_t)
+sweep AS MATERIALIZED (
     SELECT source_id, pid, tid, device_id, t, eid, is_end,
            lead(t) OVER (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid) AS next_t,
-           max(gap) OVER w AS cur_gap,  -- gap ids rise with time on a GPU: the last one started
-           max(CASE WHEN ev IS NOT NULL THEN t END) OVER w AS ev_t,
-           max(CASE WHEN api_name IS NOT NULL THEN t END) OVER w AS api_t,
-           max(CASE WHEN mark_name IS NOT NULL THEN t END) OVER w AS mark_t,
-           sum(d_launch) OVER w AS n_launch,
-           -- the open intervals of each kind, 16 bits a kind, four kinds to a sum
-           (sum(d_api + d_alloc * 65536 + d_sync * 4294967296 + d_copy * 281474976710656) OVER w)::BIGINT AS pk1,
-           (sum(d_comp + d_data * 65536 + d_rank * 4294967296 + d_gap * 281474976710656) OVER w)::BIGINT AS pk2
+           last_value(gap IGNORE NULLS) OVER w AS cur_gap,
+           last_value(ev IGNORE NULLS) OVER w AS cur_ev,
+           last_value(api_name IGNORE NULLS) OVER w AS cur_api,
+           last_value(mark_name IGNORE NULLS) OVER w AS cur_mark,
+           sum(d_api) OVER w AS n_api, sum(d_launch) OVER w AS n_launch, sum(d_alloc) OVER w AS n_alloc,
+           sum(d_sync) OVER w AS n_sync, sum(d_copy) OVER w AS n_copy, sum(d_comp) OVER w AS n_comp,
+           sum(d_data) OVER w AS n_data, sum(d_rank) OVER w AS n_rank
     FROM bounds
     WINDOW w AS (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid ROWS UNBOUNDED PRECEDING)
 ),
-in_gaps AS (  -- the pieces' boundaries, with the state's innermost event, API call and mark
-    SELECT s.*, e.ev AS cur_ev, a.api_name AS cur_api, m.mark_name AS cur_mark
-    FROM (SELECT source_id, pid, tid, device_id, t, next_t, cur_gap, ev_t, api_t, mark_t,
-                 pk1 & 65535 AS n_api, (pk1 >> 16) & 65535 AS n_alloc, (pk1 >> 32) & 65535 AS n_sync,
-                 pk1 >> 48 AS n_copy, pk2 & 65535 AS n_comp, (pk2 >> 16) & 65535 AS n_data,
-                 (pk2 >> 32) & 65535 AS n_rank
-          FROM sweep WHERE pk2 >> 48 > 0 AND next_t > t) s
-    LEFT JOIN at_t e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.t = s.ev_t
-    LEFT JOIN at_t a ON a.source_id = s.source_id AND a.pid = s.pid AND a.tid = s.tid AND a.t = s.api_t
-    LEFT JOIN at_t m ON m.source_id = s.source_id AND m.pid = s.pid AND m.tid = s.tid AND m.t = s.mark_t
-),
-launched AS (  -- per range (event ids are unique in a source): API calls with a correlation id
-               -- started inside it
-    SELECT source_id, device_id, eid,
+launched AS (  -- per range: API calls with a correlation id started inside it
+    SELECT source_id, pid, tid, device_id, eid,
            max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
     FROM sweep WHERE eid IS NOT NULL
     GROUP BY ALL
 ),
-pieces AS MATERIALIZED (
+pieces AS (
     SELECT s.source_id, s.device_id, s.pid, s.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
            CASE WHEN s.n_copy > 0 THEN 'copy'
                 WHEN s.n_sync > 0 THEN 'sync'
@@ -232,21 +198,24 @@ pieces AS MATERIALIZED (
                 WHEN s.n_api > 0 THEN 'launch'
                 WHEN l.end_ns - l.start_ns < coalesce(getvariable('dispatch_max_ns'), 200000) THEN 'launch'
                 WHEN e.event_id IS NULL THEN 'untraced'
-                WHEN coalesce(n.launches, 0) = 0 OR e.is_op THEN 'cpu_op'
+                WHEN coalesce(n.launches, 0) = 0 OR tk_is_op_range(e.category, e.name) THEN 'cpu_op'
                 ELSE 'untraced'
            END AS category,
            CASE WHEN s.n_copy > 0 OR s.n_sync > 0 OR s.n_alloc > 0 OR s.n_api > 0 THEN coalesce(s.cur_api, e.name)
                 WHEN s.n_comp > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(s.cur_mark, e.name)
                 ELSE e.name END AS host_op,
-           -- the host's own code, or a framework operator on its way to a launch: after a
-           -- draining sync, the sync's cost
+           -- the host's own code, or a range on its way to a launch: after a draining sync, the
+           -- sync's cost
            s.n_copy + s.n_sync + s.n_comp + s.n_data + s.n_rank + s.n_alloc = 0
              AND (s.n_api > 0 OR e.event_id IS NULL OR coalesce(n.launches, 0) > 0) AS own_code,
            l.start_ns AS gap_start_ns, l.end_ns AS gap_end_ns, l.sync_ns
-    FROM in_gaps s
+    FROM sweep s
     JOIN late l ON l.gap_id = s.cur_gap
-    LEFT JOIN ev e ON e.source_id = s.source_id AND e.event_id = s.cur_ev
-    LEFT JOIN launched n ON n.source_id = s.source_id AND n.device_id = s.device_id AND n.eid = s.cur_ev
+    LEFT JOIN ev e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.event_id = s.cur_ev
+    LEFT JOIN launched n
+      ON n.source_id = s.source_id AND n.pid = s.pid AND n.tid = s.tid AND n.device_id = s.device_id
+     AND n.eid = s.cur_ev
+    WHERE s.cur_gap > 0 AND s.next_t > s.t
 ),
 drained AS (  -- gaps a sync drained: the host's own code after it is the sync's, up to sync_ns
     SELECT *,
