@@ -15,6 +15,7 @@ from . import __version__, schema, views
 from .adapters.base import TraceError
 from .adapters.detect import NAMES as FORMAT_NAMES
 from .names import printable
+from .outputs import OutputError, atomic_output, refuse_store
 from .render import TIME_UNITS, convert_timeunit, error_text, json_ready, table_text
 from .store import DEFAULT_DB, Rollback, Store, StoreError, head_of, os_error_line, writing
 from .store import open as open_store
@@ -403,6 +404,10 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, 
     Apache Spark over a Parquet export (--db DIR; local[*], or --master URL for a cluster).
     It needs pip install 'tracekit-gpu[spark]' and Java 17+.
     """
+    try:
+        refuse_store(output, db)
+    except OutputError as e:
+        _fail(str(e))
     text, where = _read_query(query, query_file)
     try:
         stmts = duckdb.extract_statements(text)  # parses only: nothing runs yet
@@ -561,11 +566,12 @@ def _run_statements(store: Store | None, stmts, fmt: str, output: Path | None, t
         try:
             if fmt == "table":
                 if output:
-                    output.write_text("\n".join(texts))
+                    with atomic_output(output, "w", encoding="utf-8") as f:
+                        f.write("\n".join(texts))
             elif held is not None:
                 _deliver(held[1], output)
         except OSError as e:
-            _fail(os_error_line(e, output))
+            _fail(os_error_line(e, output or "standard output"))
     finally:
         if spool_dir is not None:
             import shutil
@@ -627,13 +633,13 @@ def _write_json(rows: pa.RecordBatchReader, path: Path) -> None:
 
 
 def _deliver(spool: Path, output: Path | None) -> None:
-    """The written result copied into -o FILE (opened for writing as it is: a link is followed,
-    a device or a pipe written to, never replaced) or to standard output."""
+    """The written result copied into -o FILE (whole or not at all: `outputs.atomic_output`; a
+    link is followed, a device or a pipe written to as it is) or to standard output."""
     import io
     import shutil
 
     if output is not None:
-        with open(spool, "rb") as f, open(output, "wb") as out:
+        with open(spool, "rb") as f, atomic_output(output) as out:
             shutil.copyfileobj(f, out, 1 << 20)
         return
     sys.stdout.flush()

@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 import duckdb
 
-from .store import DEFAULT_DB, Store, StoreError
+from .names import printable
+from .outputs import OutputError, atomic_output, refuse_store
+from .store import DEFAULT_DB, Store, StoreError, os_error_line
 
 
 def _fail(msg: str) -> None:
@@ -32,11 +34,26 @@ def _one_line_errors(D):
 
 
 def _write(text: str, output: Path | None) -> None:
-    if output:
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    """The text into -o FILE (whole or not at all: `outputs.atomic_output`) or standard output;
+    a file that cannot be written ends the command with one line."""
+    try:
+        if output:
+            with atomic_output(output, "w", encoding="utf-8") as f:
+                f.write(text)
+            click.echo(f"wrote {printable(str(output))}", err=True)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except OSError as e:
+        _fail(os_error_line(e, output or "standard output"))
+
+
+def _refuse_store(output, *dbs) -> None:
+    try:
+        for db in dbs:
+            refuse_store(output, db)
+    except OutputError as e:
+        _fail(str(e))
 
 
 def _thresholds_epilog() -> str:
@@ -96,6 +113,7 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
     """
     from . import diagnose as D
 
+    _refuse_store(output, db)
     try:
         th = D.parse_thresholds(thresholds)
     except D.DiagnoseError as e:
@@ -168,6 +186,7 @@ def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fm
     from . import diagnose as D
     from . import diff as F
 
+    _refuse_store(output, base_db, new_db)
     try:
         th = D.parse_thresholds(thresholds)
     except D.DiagnoseError as e:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..outputs import OutputError, refuse_store
 from ..store import DEFAULT_DB, Store, StoreError
 from .perfetto import ExportError, ExportOptions, export_perfetto, output_format
 
@@ -91,6 +92,10 @@ def perfetto_cmd(db, output, sources, start, end, devices, align, fmt, no_counte
       tracekit export perfetto -o trace.json.gz
       tracekit export perfetto -o rank0.pftrace --source 0 --start +1s --end +1.2s
     """
+    try:
+        refuse_store(output, db)
+    except OutputError as e:
+        _fail(str(e))
     try:
         output_format(output, fmt)
         opts = ExportOptions(sources=tuple(sources), devices=tuple(devices), align=parse_align(align),
