@@ -23,8 +23,11 @@ from .values import (
     _WANTED_IDS,
     DETAIL_COLUMNS,
     ID_COLUMNS,
+    NONFINITE_SPEEDUP,
     _is_nvtx_column,
     _Result,
+    is_nonfinite,
+    metric_value,
     normalize_unit,
     parse_number,
     parse_nvtx,
@@ -215,18 +218,18 @@ class CsvPages:
                 body = (row[i_body] or None) if i_body is not None else None
                 raw_unit, raw_value = row[i_unit], row[i_val]
                 unit, factor = normalize_unit(raw_unit)
-                value = parse_number(raw_value)
+                value = metric_value(raw_value, factor, acc)
                 if value is None and raw_value and raw_unit and _LOCALE_NUMBER.match(raw_value.strip()):
                     raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
                                      "re-export with LC_ALL=C so that '.' is the decimal mark")
-                if value is not None:
-                    value *= factor
                 metrics.add(id=r.id, section=section, body_item=body, name=name, unit=unit,
                             value=value, raw_value=raw_value, raw_unit=raw_unit)
                 self._note_metric(r, name, value, raw_value, label=body is None and "__" not in name,
                                   unit=unit)
             elif rule:
                 speedup = parse_number(row[i_su]) if i_su is not None else None
+                if speedup is None and i_su is not None and is_nonfinite(row[i_su]):
+                    acc.repair(NONFINITE_SPEEDUP)
                 desc = row[i_rdesc] if i_rdesc is not None else None
                 b["ncu_rules"].add(id=r.id, section=section, rule=rule,
                                    type=(row[i_rtype] or None) if i_rtype is not None else None,
@@ -279,12 +282,10 @@ class CsvPages:
                     continue  # not collected for this result
                 raw_unit = units[i] if units is not None else None
                 unit, factor = normalize_unit(raw_unit)
-                value = parse_number(raw_value)
+                value = metric_value(raw_value, factor, self.accounting)
                 if value is None and raw_unit and _LOCALE_NUMBER.match(raw_value.strip()):
                     raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
                                      "re-export with LC_ALL=C so that '.' is the decimal mark")
-                if value is not None:
-                    value *= factor
                 metrics.add(id=r.id, section=None, body_item=None, name=name, unit=unit, value=value,
                             raw_value=raw_value, raw_unit=raw_unit)
                 self._note_metric(r, name, value, raw_value, label=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..base import TraceError
 from .csvpages import _open_text
-from .values import _Result, normalize_unit
+from .values import NONFINITE_SCALED, NONFINITE_SPEEDUP, _Result, finite_value, normalize_unit
 
 
 class ReportReader:
@@ -101,7 +101,9 @@ class ReportReader:
                     v = m.value()
                     if isinstance(v, bool):
                         v = int(v)
-                    value = float(v) * factor if isinstance(v, (int, float)) else None
+                    value = finite_value(v, acc)
+                    if value is not None:
+                        value = finite_value(value * factor, acc, NONFINITE_SCALED)
                     raw_value = None if v is None else (repr(v) if isinstance(v, float) else str(v))
                     metrics.add(id=rid, section=section_of.get(name), body_item=None, name=name,
                                 unit=unit, value=value, raw_value=raw_value, raw_unit=raw_unit)
@@ -119,7 +121,7 @@ class ReportReader:
                         id=rid, section=rr.get("section_identifier"), rule=rr.get("rule_identifier"),
                         type=rule_types.get(msg.get("type")), title=msg.get("title"),
                         description=msg.get("message"), speedup_type=stype,
-                        speedup_pct=float(speedup) if isinstance(speedup, (int, float)) else None)
+                        speedup_pct=finite_value(speedup, acc, NONFINITE_SPEEDUP))
                     if rr.get("rule_identifier") == "SOLBottleneck" and r.bottleneck is None:
                         t, m_ = msg.get("title"), msg.get("message")
                         r.bottleneck = f"{t}: {m_}" if t and m_ else (m_ or t)

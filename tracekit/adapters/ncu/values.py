@@ -4,6 +4,7 @@ of one result while its rows stream by."""
 
 from __future__ import annotations
 
+import math
 import re
 
 # -- units ---------------------------------------------------------------------------------------
@@ -72,29 +73,90 @@ def normalize_unit(unit: str | None) -> tuple[str | None, float]:
 _C_NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d*)?(?:[eE][-+]?\d+)?$")
 # evidence of a locale that writes ',' as the decimal mark or groups with spaces
 _LOCALE_NUMBER = re.compile(r"^[-+]?(?:\d+,\d{1,2}|\d+,\d{4,}|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?)$")
-_NA = {"n/a", "N/A", "na", "-", "nan", "NaN"}
+_NA = {"n/a", "N/A", "na", "-"}
+# what ncu (and the C library under it) writes for a metric it could not compute: nan, -nan,
+# nan(ind), inf, -inf, infinity, and the MSVC spellings 1.#INF / -1.#IND / 1.#QNAN
+_NONFINITE = re.compile(r"^[-+]?(?:nan(?:\([^)]*\))?|inf(?:inity)?|1\.#(?:inf|ind|qnan|snan)0*)$",
+                        re.IGNORECASE)
+#: the repair reason of a metric value that is not a finite number (its text stays in raw_value)
+NONFINITE_METRIC = ("ncu_metrics.value: nan / inf (a metric ncu could not compute) read as NULL, "
+                    "the text kept in raw_value")
+NONFINITE_SPEEDUP = "ncu_rules.speedup_pct: nan / inf (an estimate ncu could not compute) read as NULL"
+NONFINITE_SCALED = ("ncu_metrics.value: beyond a double once scaled to its base unit, read as NULL, "
+                    "the text kept in raw_value")
+
+
+def _number_text(text: str | None) -> str:
+    """The number part of a cell: ``"281,845,760 (270,336; 270,336)"`` → ``"281,845,760"``."""
+    if not text:
+        return ""
+    t = text.strip()
+    cut = t.find(" (")
+    return t[:cut] if cut > 0 else t
+
+
+def is_nonfinite(text: str | None) -> bool:
+    """Whether a cell is ncu's text for a value it could not compute (``nan``, ``-nan``,
+    ``inf``, ...): read as NULL like ``n/a``, but counted as a repair."""
+    t = _number_text(text)
+    if not t:
+        return False
+    if _NONFINITE.match(t):
+        return True
+    if _C_NUMBER.match(t) and t not in (".", "-", "+"):  # '1e999'
+        try:
+            return not math.isfinite(float(t.replace(",", "")))
+        except ValueError:
+            return False
+    return False
+
+
+def metric_value(raw: str | None, factor: float, accounting) -> float | None:
+    """A metric cell in its base unit (``parse_number`` times the unit's ``factor``), or None;
+    a value that is not a finite number (``nan``, ``inf``, or beyond a double once scaled) is
+    None and counted in ``accounting.repairs`` (a NaN stored as a DOUBLE would compare greater
+    than every threshold in the views)."""
+    v = parse_number(raw)
+    if v is None:
+        if is_nonfinite(raw):
+            accounting.repair(NONFINITE_METRIC)
+        return None
+    v *= factor
+    if not math.isfinite(v):
+        accounting.repair(NONFINITE_SCALED)
+        return None
+    return v
+
+
+def finite_value(v, accounting, reason: str = NONFINITE_METRIC) -> float | None:
+    """A number ncu_report gave (int or float) as a finite float, or None (counted when it was
+    nan / inf)."""
+    if not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond a double
+        f = math.inf
+    if math.isfinite(f):
+        return f
+    accounting.repair(reason)
+    return None
 
 
 def parse_number(text: str | None) -> float | None:
-    """ncu's number text → float; None for text, ``n/a`` or empty.  ``"1,073,741,824"`` →
-    1073741824.0; ``"281,845,760 (270,336; 270,336)"`` → 281845760.0."""
-    if not text:
-        return None
-    t = text.strip()
-    cut = t.find(" (")
-    if cut > 0:
-        t = t[:cut]
+    """ncu's number text → a finite float; None for text, ``n/a``, ``nan`` / ``inf`` (see
+    ``is_nonfinite``) or empty.  ``"1,073,741,824"`` → 1073741824.0; ``"281,845,760 (270,336;
+    270,336)"`` → 281845760.0."""
+    t = _number_text(text)
     if not t or t in _NA:
         return None
     if not _C_NUMBER.match(t) or t in (".", "-", "+"):
-        low = t.lower()
-        if low in ("inf", "+inf", "-inf"):
-            return float(low)
         return None
     try:
-        return float(t.replace(",", ""))
+        v = float(t.replace(",", ""))
     except ValueError:
         return None
+    return v if math.isfinite(v) else None  # '1e999'
 
 
 def _int_or_none(v) -> int | None:
