@@ -1,4 +1,4 @@
--- collectives: every collective-communication kernel (NCCL / RCCL) per rank, with its operation, size, the ranks' skew and bandwidth.
+-- collectives: every communication kernel (NCCL / RCCL, DeepEP, ...: tk_is_comm_kernel) per rank, with its operation, size, the ranks' skew and bandwidth.
 --
 -- Definition: one row per communication kernel (`tk_is_comm_kernel`) of a source. Its rank is
 -- from `ranks` (a source per rank, or a GPU process per rank of one nsys capture; NULL for a

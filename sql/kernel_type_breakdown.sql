@@ -2,8 +2,9 @@
 --
 -- One row per (source_id, device_id, kernel_type) for each of the four types, over the GPU
 -- operations of `gpu_activity` (kernels, memcpy, memset; sync records are not work) on that
--- device, typed by tk_kernel_type (sql/lib/names.sql: 'communication' = NCCL / RCCL kernels,
--- 'memory' = memcpy / memset, 'other' = kernels HTA does not count as computation, names with
+-- device, typed by tk_kernel_type (sql/lib/names.sql: 'communication' = the kernels of the
+-- communication libraries of tk_comm_library: NCCL / RCCL, DeepEP, NVSHMEM, vLLM custom
+-- all-reduce, PyTorch symmetric memory, MSCCL++; 'memory' = memcpy / memset, 'other' = kernels HTA does not count as computation, names with
 -- 'Memcpy' / 'Sync', 'compute' = every other kernel).
 -- Definition, per device (span = first op start to last op end of the device; busy = the union
 -- of all its ops, sql/lib/intervals.sql):

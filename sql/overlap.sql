@@ -4,8 +4,9 @@
 -- into a union of intervals across all streams:
 --   compute  kernels that are not communication (memset is not compute, as in HTA; TraceLens
 --            counts it as compute)
---   comm     kernels whose name contains 'nccl' or 'rccl' (any case: ncclKernel_*,
---            ncclDevKernel_*, rccl*), the collectives
+--   comm     communication kernels (`tk_is_comm_kernel`, sql/lib/names.sql: the kernel-name
+--            table of tk_comm_library: NCCL / RCCL, DeepEP, NVSHMEM, vLLM custom all-reduce,
+--            PyTorch symmetric memory, MSCCL++)
 --   memcpy   memcpy operations
 -- One row per device and kind in ('comm', 'memcpy'):
 --   kind_ns      = length of the union of that kind

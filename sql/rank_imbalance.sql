@@ -2,7 +2,7 @@
 --
 -- Definition: the ranks of a job are those of `ranks` (a source per rank, or a GPU process per
 -- rank in one nsys capture of several processes). The collectives of a rank are its
--- communication kernels (`tk_is_comm_kernel`: name contains 'nccl' or 'rccl', any case; for a
+-- communication kernels (`tk_is_comm_kernel`, sql/lib/names.sql: NCCL / RCCL, DeepEP, ...; for a
 -- 'process' rank, those its process launched); the n-th collective kernel of a given name on a
 -- rank (by start time) is matched with the n-th of the same name on every other rank (`seq`).
 -- Times are put on the common clock: start_ns + clock_offset_ns (clock_offset_ns NULL counts as

@@ -7,7 +7,7 @@
 -- [window_end_ns, device_end_ns). Each part's time is
 --   busy: the union of the GPU's operations (`gpu_activity`), each instant given to one class
 --         by precedence: 'compute' (a kernel that is not communication), 'communication'
---         (tk_kernel_type 'communication': NCCL / RCCL kernels), 'memcpy', 'memset'; so
+--         (tk_kernel_type 'communication': tk_is_comm_kernel), 'memcpy', 'memset'; so
 --         memcpy time is counted only where no kernel runs (its exposed part), and
 --         communication only where no compute kernel runs;
 --   idle: the `idle_attribution` pieces, by their category ('sync', 'copy', 'compile', 'data',

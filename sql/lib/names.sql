@@ -35,7 +35,8 @@
 --   Reads NCCL / RCCL kernel names of every generation (ncclDevKernel_AllReduce_Sum_f32_RING_LL,
 --   ncclKernel_AllReduce_RING_LL_Sum_float, ncclAllReduceRingLLKernel_sum_f32) and torch's
 --   record_param_comms "Collective name" (allreduce, _allgather_base, reduce_scatter_tensor_coalesced,
---   all_to_allv, ...).
+--   all_to_allv, ...); a custom all-reduce (cross_device_reduce_*) is an 'all_reduce', DeepEP's
+--   dispatch / combine kernels (not notify_*) an 'all_to_all'.
 --
 -- tk_dtype_bytes(dtype) -> INTEGER
 --   bytes per element of a dtype as torch's record_param_comms (Float, BFloat16, Half, Double,
@@ -51,13 +52,36 @@
 --   (Both read one table of spellings, _tk_dtype(t) -> STRUCT(class, bytes), on the lower-cased
 --   name without 'c10::'.)
 --
+-- tk_comm_library(name) -> VARCHAR
+--   the communication library a kernel name belongs to, NULL for a kernel that is not
+--   communication. The one table of communication-kernel name patterns (first match wins; RE2
+--   regular expressions on the full kernel name, as nsys and Kineto write it):
+--     library     pattern                                        e.g.
+--     'rccl'      rccl (any case; RCCL also runs kernels named    rcclGenericKernel<1, false>(ncclDevKernelArgsStorage<4096ul>)
+--                 ncclDevKernel_*: those read as 'nccl')
+--     'nccl'      nccl (any case)                                ncclDevKernel_AllReduce_Sum_f32_RING_LL,
+--                                                                ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t
+--     'deepep'    (deep_ep|dpsk::ep)::(intranode|internode|       deep_ep::intranode::dispatch<...>,
+--                 internode_ll):: as a whole namespace, but not   dpsk::ep::internode::notify_dispatch<...>,
+--                 get_dispatch_layout (a local count, compute)    deep_ep::internode_ll::combine<...>
+--     'nvshmem'   nvshmem (any case), or NVSHMEM's on-stream      barrier_on_stream_kernel_threadgroup<...>,
+--                 collectives <coll>_on_stream_kernel             alltoall_on_stream_kernel<...>
+--     'custom_all_reduce'  cross_device_reduce_ (the custom      vllm::cross_device_reduce_1stage<...>,
+--                 all-reduce of vLLM, SGLang, AITER)              sglang::cross_device_reduce_2stage<...>
+--     'torch_symm_mem'  multimem_, one_shot_, two_shot_ kernels   (anonymous namespace)::multimem_all_reduce_kernel<...>,
+--                 of PyTorch's symmetric-memory collectives       two_shot_all_reduce_kernel_inplace<...>
+--     'mscclpp'   mscclpp:: (the kernel takes MSCCL++ channels:   allreduce7<__nv_bfloat16>(..., mscclpp::DeviceHandle<...>*, ...)
+--                 its demangled signature names them)
+--   Where each example comes from: tests/test_comm_kernels.py.
+--
 -- tk_is_comm_kernel(name) -> BOOLEAN
---   a collective-communication kernel: the name contains 'nccl' or 'rccl' in any case
---   (ncclKernel_*, ncclDevKernel_*, rccl*).
+--   a communication kernel: tk_comm_library(name) is not NULL (NCCL / RCCL collectives, DeepEP
+--   dispatch / combine / notify, NVSHMEM, vLLM custom all-reduce, PyTorch symmetric memory,
+--   MSCCL++).
 --
 -- tk_kernel_type(kind, name) -> VARCHAR
 --   the type of a GPU operation (a `gpu_activity` row), HTA's kernel types (get_kernel_type):
---   'communication'  a kernel of tk_is_comm_kernel (NCCL / RCCL collectives)
+--   'communication'  a kernel of tk_is_comm_kernel (the libraries of tk_comm_library)
 --   'memory'         a memcpy or memset operation, or a kernel whose name starts with 'Memcpy',
 --                    'Memset' or 'dma' (HTA's memory kernels)
 --   'other'          any other kernel whose name contains 'Memcpy' or 'Sync', or starts with
@@ -80,7 +104,19 @@ CREATE OR REPLACE MACRO tk_is_graph_launch(api_name) AS
 
 CREATE OR REPLACE MACRO tk_is_graph_span(graph_id, graph_node_id) AS (graph_id IS NOT NULL AND graph_node_id IS NULL);
 
-CREATE OR REPLACE MACRO tk_is_comm_kernel(name) AS (name ILIKE '%nccl%' OR name ILIKE '%rccl%');
+CREATE OR REPLACE MACRO tk_comm_library(name) AS
+    CASE
+      WHEN regexp_matches(name, '(?i)rccl') THEN 'rccl'
+      WHEN regexp_matches(name, '(?i)nccl') THEN 'nccl'
+      WHEN regexp_matches(name, '(^|[^A-Za-z0-9_])(deep_ep|dpsk::ep)::(intranode|internode|internode_ll)::')
+           AND NOT contains(name, 'get_dispatch_layout') THEN 'deepep'
+      WHEN regexp_matches(name, '(?i)nvshmem|(^|[^A-Za-z0-9])[a-z_]+_on_stream_kernel') THEN 'nvshmem'
+      WHEN contains(name, 'cross_device_reduce_') THEN 'custom_all_reduce'
+      WHEN regexp_matches(name, '(^|[^A-Za-z0-9])(multimem|one_shot|two_shot)_[A-Za-z_]*kernel') THEN 'torch_symm_mem'
+      WHEN contains(name, 'mscclpp::') THEN 'mscclpp'
+    END;
+
+CREATE OR REPLACE MACRO tk_is_comm_kernel(name) AS (tk_comm_library(name) IS NOT NULL);
 
 CREATE OR REPLACE MACRO tk_collective_op(name) AS
     CASE
@@ -94,6 +130,8 @@ CREATE OR REPLACE MACRO tk_collective_op(name) AS
       WHEN regexp_matches(lower(name), '(nccl|rccl)(dev)?(kernel_)?send|^send') THEN 'send'
       WHEN regexp_matches(lower(name), '(nccl|rccl)(dev)?(kernel_)?recv|^recv') THEN 'recv'
       WHEN regexp_matches(lower(name), '^_?barrier') THEN 'barrier'
+      WHEN contains(name, 'cross_device_reduce_') THEN 'all_reduce'
+      WHEN tk_comm_library(name) = 'deepep' AND regexp_matches(name, '::(dispatch|combine)') THEN 'all_to_all'
     END;
 
 CREATE OR REPLACE MACRO _tk_dtype(t) AS
