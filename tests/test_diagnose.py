@@ -828,9 +828,50 @@ def test_texts_say_one_in_the_singular(stores):
     # evidence: 'first 5 of 10 rows' above exactly 5 rows (the query has LIMIT 10)
     lines = to_text(diag(stores("b1", DECODE_B1))).splitlines()
     k = next(i for i, line in enumerate(lines) if "evidence (idle_attribution, first 5 of 10 rows)" in line)
-    assert "LIMIT 10" in lines[k]
-    body = lines[k + 3:]
-    assert len(list(itertools.takewhile(lambda line: line.startswith("            ") and line.strip(), body))) == 5
+    cmd = list(itertools.takewhile(lambda line: line.startswith("    ") and not line.startswith("      "),
+                                   lines[k + 1:]))
+    assert cmd[0].startswith('    tracekit sql "SELECT') and " LIMIT 10\"" in " ".join(cmd)
+    body = lines[k + 1 + len(cmd) + 2:]  # below the column names and their underline
+    assert len(list(itertools.takewhile(lambda line: line.startswith("      ") and line.strip(), body))) == 5
+
+
+def test_text_report_reads_in_blocks(stores):
+    """The text report of real captures (issue 45): one block per finding, every line at most 100
+    columns, integers without thousands separators (so evidence timestamps paste back into
+    `tracekit sql`), every evidence command runnable as printed (lines joined: the shell keeps the
+    breaks inside its quotes) and giving the rows shown; on the batch-1 decode the HIGH
+    low_utilization (94 % idle) and the HIGH launch_bound (90 %: most of that idle time) are one
+    block, and the JSON keeps both findings."""
+    from tracekit.diagnose import fmt_names, to_text
+
+    raw = Raw(DECODE_B1)
+    st = stores("b1", DECODE_B1)
+    d = diag(st)
+    text = to_text(d)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert not re.search(r"\d,\d{3}", text)
+    heads = [line for line in lines if re.match(r"(HIGH|MEDIUM|LOW|INFO) [a-z_]+", line)]
+    assert [h.split(",")[0].split()[:2] for h in heads] == [
+        [f.severity.upper(), f.code] for f in d.findings if f.code != "low_utilization"]
+    lu, lb = one(d, "low_utilization", source_id=0), one(d, "launch_bound", source_id=0)
+    assert lb.time_ns >= 0.8 * lu.time_ns and lu.share_pct > 90 and lu.severity == lb.severity == "high"
+    block = text[text.index("HIGH launch_bound"):text.index("\n\n", text.index("HIGH launch_bound"))]
+    assert f"with HIGH low_utilization, {lu.share_pct:.1f} % of GPU window" in " ".join(block.split("\n"))
+    assert {"low_utilization", "launch_bound"} <= {f["code"] for f in d.to_dict()["findings"]}
+    # the launch_bound block's second evidence query: its gaps, timestamps as plain integers
+    k = [i for i, line in enumerate(lines) if line.startswith("  evidence (idle_attribution")][1]
+    cmd = list(itertools.takewhile(lambda line: line.startswith("    ") and not line.startswith("      "),
+                                   lines[k + 1:]))
+    sql = " ".join(line.strip() for line in cmd).removeprefix('tracekit sql "').removesuffix('"')
+    got = st.rows(sql)
+    shown = [line.split() for line in lines[k + 1 + len(cmd) + 2:k + 1 + len(cmd) + 7]]
+    assert [[int(x) for x in r[:4]] for r in shown] == [list(r[:4]) for r in got[:5]]
+    w0, w1 = raw.steady()
+    assert all(r[0] < w1 and r[1] > w0 for r in got)  # gaps of the steady window, in the raw trace's ns
+    # phases summarised: the first five names, then how many more
+    assert fmt_names([f"p{i}" for i in range(35)]) == "p0, p1, p2, p3, p4 and 30 more"
+    assert fmt_names(["decode_step", "prefill"]) == "decode_step, prefill"
 
 
 def test_roofline_latency_bound_matmuls(stores):

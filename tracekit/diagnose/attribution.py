@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..names import plural
+from .model import plural
 from .model import Finding, fmt_ns, fmt_pct, lit
 
 # idle category -> finding code (transfer_bound also takes the exposed memcpy busy time)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
+from ..names import plural as _plural
 
 # --------------------------------------------------------------------------------------------
 # thresholds
@@ -352,6 +353,17 @@ def fmt_ns(ns) -> str:
     if a >= 1e3:
         return f"{ns / 1e3:.1f} µs"
     return f"{ns:.0f} ns"
+
+
+def plural(n, noun: str, spec: str = "", nouns: str | None = None) -> str:
+    """names.plural in the reports' one number format: integers without thousands separators."""
+    return _plural(n, noun, spec, nouns)
+
+
+def fmt_names(names, n: int = 5) -> str:
+    """The first n of a list of names, then 'and K more' (a phase list of 35 names stays short)."""
+    names = list(names)
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def fmt_pct(p) -> str:

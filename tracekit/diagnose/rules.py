@@ -3,9 +3,9 @@ point that runs them over a store."""
 
 from __future__ import annotations
 
-from .model import (REMEDIES, SEVERITIES, DiagnoseError, Diagnosis, Evidence, Finding, _pct, _round,
+from .model import (REMEDIES, fmt_names, SEVERITIES, DiagnoseError, Diagnosis, Evidence, Finding, _pct, _round,
                     apply_view_params, fmt_ns, fmt_pct, lit, resolve_thresholds)
-from ..names import plural
+from .model import plural
 from .scopes import Query, Scope, _phase_rows, _phase_scope, _source_scopes
 from .attribution import attribution_findings
 
@@ -76,9 +76,9 @@ class _Rules:
         no = [p for p, v in phases.items() if not v["meets_rule"]]
         parts = []
         if yes:
-            parts.append(f"{what} in phase {', '.join(yes)}")
+            parts.append(f"{what} in phase {fmt_names(yes)}")
         if no:
-            parts.append(f"not in {', '.join(no)}")
+            parts.append(f"not in {fmt_names(no)}")
         return "; " + "; ".join(parts)
 
     # -- rules on one scope --------------------------------------------------------------------
@@ -145,7 +145,7 @@ class _Rules:
             per_launch = f", {plural(s.launch_calls, 'launch call')} for {plural(s.kernels, 'kernel')}"
         med_k = f", median kernel {fmt_ns(s.med_kernel_ns)}" if s.med_kernel_ns is not None else ""
         summary = (f"{gaps_txt}{fmt_ns(hw_ns)} idle in all ({fmt_pct(hw)} of {fmt_ns(s.window_ns)}); "
-                   f"{s.short_kernels:,} of {plural(s.launched, 'kernel')} ({fmt_pct(s.short_pct)}) ran shorter "
+                   f"{s.short_kernels} of {plural(s.launched, 'kernel')} ({fmt_pct(s.short_pct)}) ran shorter "
                    f"than their launch call{med_k}{per_launch}")
         return self.finding(code, hw, hw_ns, s.window_ns, s, summary,
                             metrics={"host_wait_ns": hw_ns, "host_wait_pct": hw, "short_pct": s.short_pct,
@@ -236,7 +236,7 @@ class _Rules:
                 WHERE source_id = {s.source_id} AND gpu_ops > 0
                   AND (start_ns < {st['window_start_ns']} OR start_ns >= {st['window_end_ns']})
                 GROUP BY phase ORDER BY s""") if r["phase"] not in steps]
-        ranges = f" (ranges there: {', '.join(other[:5])}{', ...' if len(other) > 5 else ''})" if other else ""
+        ranges = f" (ranges there: {fmt_names(other)})" if other else ""
         comp = ""
         if st["startup_compile_calls"]:
             comp = (f"; {plural(st['startup_compile_calls'], 'code-loading call')} before the first step "
