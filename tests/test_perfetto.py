@@ -639,3 +639,20 @@ def test_engine_is_verified(tmp_path):
         shutil.copy(real, cache / tp.TARBALL)
         d = tp.find_engine(cache)
         assert (d / "trace_processor.wasm").stat().st_size > 10_000_000
+
+
+def test_cli_nothing_to_draw(tmp_path):
+    """An ncu-only store (fixtures/ncu/kn_details.csv: 4 profiled kernels, metrics without times)
+    has no timeline: export says so in one line and exits 2, writing no file (it wrote an empty
+    trace and exited 0 before issue 50). In a store with a timeline too, selecting only the ncu
+    source is refused the same way; the timeline source exports."""
+    db = make_store(tmp_path, fixture("ncu/kn_details.csv"))
+    out = tmp_path / "x.json"
+    code, _, err = run("export", "perfetto", "--db", db, "-o", out)
+    one_line_error(code, err, "nothing to draw: source 0 (kn_details.csv, ncu) has no timeline")
+    assert not out.exists()
+    db2 = make_store(tmp_path, fixture("kineto/matmul.json.gz"), fixture("ncu/mm_details.csv"), name="m.duckdb")
+    code, _, err = run("export", "perfetto", "--db", db2, "-o", out, "--source", 1)
+    one_line_error(code, err, "nothing to draw: source 1 (mm_details.csv, ncu)")
+    code, _, err = run("export", "perfetto", "--db", db2, "-o", out, "--source", 0, "-q")
+    assert code == 0 and out.exists(), err

@@ -45,6 +45,7 @@ class Selection:
         if bad_align:
             raise ExportError(f"--align names source {bad_align[0]}, which is not selected")
         sel = {s: allsrc[s] for s in want}
+        self._refuse_no_timeline(sel)
         known = {}
         for sid, s in sel.items():
             if sid in self.o.align:
@@ -79,6 +80,27 @@ class Selection:
             s["ord"] = i
             s["label"] = _source_label(s)
         return sel
+
+    #: the tables whose rows are drawn on the timeline
+    TIMELINE_TABLES = ("events", "api_calls", "kernels", "memops", "syncs", "counters", "memory_events")
+
+    def _refuse_no_timeline(self, sel: dict[int, dict]) -> None:
+        """Nothing to draw (e.g. an ncu-only store: per-kernel metrics, no times on a timeline):
+        an error, not an empty trace."""
+        ids = ", ".join(map(str, sel))
+        have = {r[0] for r in self.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        for t in self.TIMELINE_TABLES:
+            if t in have and self.con.execute(
+                    f"SELECT 1 FROM {t} WHERE source_id IN ({ids}) LIMIT 1").fetchall():
+                return
+        what = ", ".join(f"{sid} ({Path(s['path']).name}, {s['format']})" for sid, s in sel.items())
+        raise ExportError(
+            f"nothing to draw: source{'s' if len(sel) > 1 else ''} {what} "
+            f"{'have' if len(sel) > 1 else 'has'} no timeline (no kernels, API calls, host events or "
+            "counters; Nsight Compute results are per-kernel metrics without times); convert an nsys "
+            "or torch.profiler capture of the same run into the store, or use `tracekit sql` / "
+            "`tracekit diagnose` on these results")
 
     def _win(self, alias: str, start="start_ns", end="end_ns") -> str:
         o = self.o
