@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import __version__
+from .names import printable
 from .diagnose import (IDLE_CAUSES, DiagnoseError, Diagnosis, Query, apply_view_params, cell, diagnose, jsonable, table,
                        fmt_ns, fmt_pct, lit, resolve_thresholds)
 
@@ -362,7 +363,7 @@ def to_text(r: dict, max_rows: int = 25) -> str:
                 + _more(r, "phases", max_rows))
     out += ["", "findings"] + (table(FINDING_COLS, fnd, 44) + _more(r, "findings", max_rows) if fnd
                                else ["  none on either side"])
-    return "\n".join(out) + "\n"
+    return "\n".join(printable(line) for line in out) + "\n"  # (kernel and phase names: control characters escaped)
 
 
 def to_markdown(r: dict, max_rows: int = 50) -> str:
@@ -379,4 +380,4 @@ def to_markdown(r: dict, max_rows: int = 50) -> str:
     if ph:
         out += ["", "## Phases (per instance)", ""] + md(PHASE_COLS, ph) + more("phases")
     out += ["", "## Findings", ""] + (md(FINDING_COLS, fnd) + more("findings") if fnd else ["none on either side"])
-    return "\n".join(out) + "\n"
+    return "\n".join(printable(line) for line in out) + "\n"

@@ -34,7 +34,7 @@ import orjson
 from . import schema
 from .adapters.base import TraceError
 from . import OWN_ARROW_POOL, budget
-from .store import SourceSummary, Store, writing
+from .store import SourceSummary, Store, _roll_back, writing
 
 
 def default_jobs() -> int:
@@ -160,7 +160,7 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
                 con.execute(f'INSERT INTO main."{t.name}" ({cols}) ' + " UNION ALL ".join(selects))
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            _roll_back(con)  # (a failed ROLLBACK must not hide the error)
             raise
     finally:
         con.execute(f"SET memory_limit = '{prev}'")
@@ -396,8 +396,18 @@ def error_line(path, e: Exception) -> str:
     """The one-line message (after ``tracekit: error: ``) for an input that failed."""
     if isinstance(e, TraceError):
         return e.one_line()
+    from .store import _shown
+
     name, msg = (e.type_name, e.message) if isinstance(e, InternalError) else (type(e).__name__, str(e))
-    return (f"{path}: internal error while converting ({name}: {msg}); please report it, with "
+    first = (msg.splitlines() or [""])[0]
+    path = _shown(path)
+    # the machine's limits, not a bug: say which, and what to do
+    if "No space left on device" in msg:
+        return f"{path}: no space left on device while converting ({first}); free some space next to the store"
+    if name == "OutOfMemoryException" or "Out of Memory" in msg:
+        return (f"{path}: out of memory while converting ({first}); give it more with --memory-budget "
+                "or free some memory")
+    return (f"{path}: internal error while converting ({name}: {first}); please report it, with "
             "TRACEKIT_DEBUG=1 for the traceback")
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import errno
 import gc
 import os
 import queue
 import re
 import shutil
+import stat
 import sys
 import threading
 from contextlib import contextmanager
@@ -94,7 +96,7 @@ class SourceSummary:
 
     def one_line(self) -> str:
         rows = ", ".join(f"{t} {n:,}" for t, n in sorted(self.converted.items()) if n) or "no rows"
-        line = f"[{self.source_id}] {self.path} ({self.format}): {rows}"
+        line = f"[{self.source_id}] {_shown(self.path)} ({self.format}): {rows}"
         if self.skipped:
             total = sum(self.skipped.values())
             why = "; ".join(f"{n:,} {r}" + (" [by design]" if r in self.by_design else "")
@@ -144,8 +146,13 @@ class Store:
                  replace: bool = False, label: str | None = None, sandbox: bool | None = None):
         self.path = str(path)
         self.label = label or self.path  # the name users know (writing() works on a copy)
-        if read_only and not os.path.exists(self.path):
-            raise StoreError(f"{self.path}: no such store; run `tracekit convert TRACE --db {self.path}` first")
+        try:
+            self.path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StoreError(f"{_shown(self.label)}: the store's name is not UTF-8 text; rename it "
+                             "or choose another --db") from None
+        if read_only:
+            _check_readable(self.path)
         if replace and not read_only:
             for p in (self.path, self.path + ".wal"):
                 if os.path.exists(p):
@@ -153,7 +160,8 @@ class Store:
         try:
             self._con = _connect(self.path, read_only)
         except duckdb.Error as e:
-            raise StoreError(f"{self.label}: cannot open the store ({str(e).splitlines()[0]})") from None
+            why = str(e).splitlines()[0].replace(self.path, self.label)  # the user's name, not a copy's
+            raise StoreError(f"{_shown(self.label)}: cannot open the store ({why})") from None
         has_tables = self._con.execute(
             "SELECT count(*) FROM information_schema.tables "
             "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()[0][0]
@@ -486,7 +494,7 @@ class Store:
                                 adapter.nested, adapter.gpu_pids_filled, adapter.held_events)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            _roll_back(con)
             raise
         acc = adapter.accounting
         meta = info.get("metadata") or {}
@@ -579,20 +587,98 @@ class Store:
         """Write every table as ``DIR/<table>.parquet``; returns the paths.  ``partitioned``:
         a Hive-partitioned dataset instead, one folder per table and per source,
         ``DIR/<table>/source_id=<n>/data_0.parquet`` (docs/scaling.md), which `open_parquet`
-        and any Parquet engine read back."""
+        and any Parquet engine read back.
+
+        Whole or not at all: the export is written into a hidden folder beside DIR
+        (``.<name>.export-<pid>``), its manifest (`EXPORT_MANIFEST`: every file and its size,
+        every table's rows) last, and then swapped with DIR in one rename (``renameat2``
+        RENAME_EXCHANGE; elsewhere two renames), so a reader sees the old export or the new one,
+        never a mix; a kill leaves DIR as it was, and the next export removes the leftovers.
+        DIR may hold nothing but an export (a folder of other files is refused, not replaced)."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        out = []
-        for t in schema.TABLES:
-            if partitioned:
-                p = d / t.name
-                self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, "
-                                 "COMPRESSION zstd, PARTITION_BY (source_id), OVERWRITE_OR_IGNORE)")
-            else:
-                p = d / f"{t.name}.parquet"
-                self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
-            out.append(str(p))
-        return out
+        _check_export_dir(d)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        _clean_stale_exports(d)
+        tmp = d.parent / f".{d.name}.export-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            rows = {}
+            for t in schema.TABLES:
+                if partitioned:
+                    p = tmp / t.name
+                    self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, "
+                                      "COMPRESSION zstd, PARTITION_BY (source_id), OVERWRITE_OR_IGNORE)")
+                else:
+                    p = tmp / f"{t.name}.parquet"
+                    self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
+                rows[t.name] = self._con.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
+            files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+            manifest = {"tracekit_version": __version__, "schema_version": schema.SCHEMA_VERSION,
+                        "layout": "partitioned" if partitioned else "flat", "rows": rows, "files": files}
+            part = tmp / f".{EXPORT_MANIFEST}.part"
+            part.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+            os.replace(part, tmp / EXPORT_MANIFEST)
+            _swap_in(tmp, d)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return [str(d / (t.name if partitioned else f"{t.name}.parquet")) for t in schema.TABLES]
+
+
+#: The file an export (`Store.export_parquet`) writes last: its files with their sizes and its
+#: tables' rows; `open_parquet` refuses an export whose files differ from it.
+EXPORT_MANIFEST = "tracekit_export.json"
+
+
+def _export_names() -> set[str]:
+    return {EXPORT_MANIFEST} | {n for t in schema.TABLES for n in (t.name, f"{t.name}.parquet")}
+
+
+def _check_export_dir(d: Path) -> None:
+    """An export replaces DIR whole: only a folder holding an export (or nothing) may be replaced."""
+    if not d.exists():
+        return
+    if not d.is_dir():
+        raise StoreError(f"--parquet {d}: exists and is not a folder; choose another --parquet DIR")
+    other = sorted(p.name for p in d.iterdir() if p.name not in _export_names())
+    if other:
+        raise StoreError(f"--parquet {d}: holds files that are not a tracekit export (e.g. {other[0]}), "
+                         "which writing the export would remove; export into an empty or new folder")
+
+
+def _clean_stale_exports(d: Path) -> None:
+    """Remove the hidden folders of exports into DIR whose process is gone (killed mid-export)."""
+    pat = re.compile(rf"^\.{re.escape(d.name)}\.(export|old)-(\d+)$")
+    try:
+        entries = list(d.parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = pat.match(p.name)
+        if m and not _pid_alive(int(m.group(2))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _swap_in(new: Path, d: Path) -> None:
+    """Put folder ``new`` at ``d`` in one step; the old ``d`` (if any) ends up at ``new``, for the
+    caller to remove."""
+    if not os.path.lexists(d):
+        os.rename(new, d)
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+        AT_FDCWD, RENAME_EXCHANGE = -100, 2
+        if renameat2(AT_FDCWD, os.fsencode(new), AT_FDCWD, os.fsencode(d), RENAME_EXCHANGE) == 0:
+            return
+    except (AttributeError, OSError):
+        pass
+    old = d.parent / f".{d.name}.old-{os.getpid()}"
+    os.rename(d, old)
+    os.rename(new, d)
+    os.rename(old, new)
 
 
 def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
@@ -609,6 +695,7 @@ def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
     if not d.is_dir():
         raise StoreError(f"{d}: no such folder; write a Parquet export with "
                          f"`tracekit convert TRACE --parquet {d}`")
+    _check_manifest(d)
     flat = {t.name: d / f"{t.name}.parquet" for t in schema.TABLES if (d / f"{t.name}.parquet").is_file()}
     parts = {t.name: d / t.name for t in schema.TABLES if any(d.glob(f"{t.name}/source_id=*/*.parquet"))}
     if not flat and not parts:
@@ -646,6 +733,33 @@ def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
         for stmt in SANDBOX:
             st._con.execute(stmt)
     return st
+
+
+def _check_manifest(d: Path) -> None:
+    """An export written by tracekit (`Store.export_parquet`) holds exactly the files its manifest
+    lists, each of its size; any other (a half-written or mixed export, a file changed since) is
+    refused.  A folder without a manifest (other tools' datasets, exports of older tracekits) is
+    read as it is."""
+    m = d / EXPORT_MANIFEST
+    if not m.exists():
+        return
+    redo = f"export it again (`tracekit convert TRACE --parquet {d}`)"
+    try:
+        files = orjson.loads(m.read_bytes())["files"]
+        have = {str(f.relative_to(d)): f.stat().st_size for f in d.rglob("*")
+                if f.is_file() and f.name != EXPORT_MANIFEST}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise StoreError(f"{d}: unreadable export manifest {EXPORT_MANIFEST} ({e}); {redo}") from None
+    for name, size in files.items():
+        if name not in have:
+            raise StoreError(f"{d}: incomplete Parquet export ({name} is missing); {redo}")
+        if have[name] != size:
+            raise StoreError(f"{d}: Parquet export changed since it was written ({name}: {have[name]:,} "
+                             f"bytes, the manifest says {size:,}); {redo}")
+    extra = sorted(set(have) - set(files))
+    if extra:
+        raise StoreError(f"{d}: Parquet export mixed with other files ({extra[0]} is not one of its "
+                         f"files); {redo}")
 
 
 def os_error_line(e: OSError, store=None) -> str:
@@ -711,6 +825,102 @@ def _check_replaceable(path: Path) -> None:
                 else "not a DuckDB file")
         raise StoreError(f"{path}: is {what}, not a tracekit store; refusing to replace it: "
                          "choose another --db")
+
+
+def _check_readable(path: str) -> None:
+    """A store to query: it exists, is a regular file, and is not another tool's file."""
+    from .names import printable
+
+    shown = printable(path)
+    if not os.path.lexists(path):
+        raise StoreError(f"{shown}: no such store; run `tracekit convert TRACE --db {shown}` first")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StoreError(f"{shown}: a symbolic link loop; point --db at the store itself") from None
+        raise StoreError(os_error_line(e, shown)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{shown}: not a regular file; --db takes a tracekit store (a DuckDB file)")
+    try:
+        with builtins.open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise StoreError(os_error_line(e, shown)) from None
+    if head.startswith(b"SQLite format 3"):
+        raise StoreError(f"{shown}: an SQLite file, not a tracekit store: run `tracekit convert "
+                         f"{shown}` (then query the store it writes)")
+
+
+def _check_path(path: Path) -> None:
+    """The store's path, checked before any work: its folder exists, its name is UTF-8, and a
+    store there may be written (a read-only store -- no write permission bit -- is neither
+    added to nor replaced)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise StoreError(f"{_shown(path)}: the store's name is not UTF-8 text; choose another --db") from None
+    parent = path.parent
+    if not parent.is_dir():
+        raise StoreError(f"{path}: no such folder {parent}; create it or choose another --db")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{path}: not a regular file; choose another --db")
+    if not st.st_mode & 0o222:
+        raise StoreError(f"{path}: the store is read-only (mode {stat.S_IMODE(st.st_mode):04o}); "
+                         "make it writable (chmod u+w) to convert into it, or choose another --db")
+
+
+def _shown(path) -> str:
+    """A path as it may be printed: undecodable bytes and control characters escaped."""
+    from .names import printable
+
+    return printable(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+
+
+@contextmanager
+def _no_other_writer(path: Path, replace: bool):
+    """Refuse a conversion into a store that another process holds open for writing (DuckDB's
+    lock on the file): the conversion would replace the file under it, and its later writes would
+    be lost.  A read-only connection is held meanwhile, so no such process can open it for
+    writing until the new store is in place.  Yields the store file's mode (None: no store yet),
+    which the new store keeps."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        size = os.path.getsize(path)
+    except OSError:
+        yield None
+        return
+    con = None
+    if size:
+        try:
+            con = duckdb.connect(str(path), read_only=True, config=_NO_EXTENSIONS)
+        except duckdb.Error as e:
+            text = str(e)
+            if "lock" in text.lower():
+                pid = re.search(r"\(PID (\d+)\)", text)
+                raise StoreError(f"{path}: is open for writing by another process"
+                                 + (f" (PID {pid.group(1)})" if pid else "")
+                                 + "; close it there (or wait for it to finish), then convert again") from None
+            # not openable otherwise (damaged, another tool's file): the checks after say so
+        if con is not None and replace:
+            try:
+                is_store = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = "
+                                       "current_database() AND table_name = 'tracekit_meta'").fetchall()[0][0]
+            except duckdb.Error:
+                is_store = 1
+            if not is_store:
+                con.close()
+                raise StoreError(f"{path}: is a DuckDB database that is not a tracekit store (no "
+                                 "tracekit_meta table); refusing to replace it: choose another --db")
+    try:
+        yield mode
+    finally:
+        if con is not None:
+            con.close()
 
 
 @contextmanager
@@ -806,8 +1016,18 @@ def persist_views(con: duckdb.DuckDBPyConnection) -> bool:
         con.execute("COMMIT")
         return True
     except BaseException:
-        con.execute("ROLLBACK")
+        _roll_back(con)
         raise
+
+
+def _roll_back(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK after an error, which is raised after it whatever happens here: DuckDB may have
+    ended the transaction itself (a full disk, out of memory: "no transaction is active"), and
+    that second error must not replace the first (what the user has to fix)."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
 
 
 def _copies_marked(con: duckdb.DuckDBPyConnection, cat: str, digest: str) -> bool:
@@ -971,17 +1191,25 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
     as a copy of the template (`_from_template`), which has them; ``persist=False``: neither, for
     the private stores of parallel workers."""
     path = Path(path)
+    _check_path(path)
     if replace and path.exists():
         _check_replaceable(path)
-    with _locked(path):
+    with _locked(path), _no_other_writer(path, replace) as mode:
         _clean_stale(path)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         for p in (tmp, Path(f"{tmp}.wal")):
             p.unlink(missing_ok=True)
         if path.exists() and not replace:
-            shutil.copyfile(path, tmp)
-            if Path(f"{path}.wal").exists():
-                shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
+            try:
+                shutil.copyfile(path, tmp)
+                if Path(f"{path}.wal").exists():
+                    shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
+            except BaseException as e:  # (a full disk: no partial copy left behind)
+                for p in (tmp, Path(f"{tmp}.wal")):
+                    p.unlink(missing_ok=True)
+                if isinstance(e, OSError) and e.filename is not None and str(tmp) in str(e.filename):
+                    e.filename = str(path)  # the user's store, not the hidden copy
+                raise
         # a copy of the template has this tracekit's views and macros: nothing to persist
         templated = persist and not (path.exists() and not replace) and _from_template(tmp)
         try:
@@ -1012,6 +1240,8 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
         finally:
             st.close()
             if ok:
+                if mode is not None:
+                    os.chmod(tmp, mode)  # the store keeps its file mode
                 os.replace(tmp, path)
                 Path(f"{path}.wal").unlink(missing_ok=True)
                 if persist:  # its copies are this tracekit's: written now, or the template's
@@ -1165,13 +1395,20 @@ def fit_threads(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return con
 
 
+#: Every connection to a store: DuckDB neither downloads nor loads an extension by itself (a
+#: file of another kind, e.g. an SQLite database, would otherwise fetch ``sqlite_scanner`` from
+#: the network at connect, before the sandbox applies).
+_NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
 def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to the store file; for writing, the file attached with ROW_GROUP_SIZE and, for
     a new file, STORAGE_VERSION (options of ATTACH, not of connect; an existing file keeps its
-    format: DuckDB refuses to lower it) and its spill files beside it, as DuckDB puts a file's."""
+    format: DuckDB refuses to lower it) and its spill files beside it, as DuckDB puts a file's.
+    Extensions are neither installed nor loaded automatically (`_NO_EXTENSIONS`)."""
     if read_only or not (ROW_GROUP_SIZE or STORAGE_VERSION):
-        return fit_threads(duckdb.connect(path, read_only=read_only))
-    con = fit_threads(duckdb.connect(config={"temp_directory": path + ".tmp"}))
+        return fit_threads(duckdb.connect(path, read_only=read_only, config=dict(_NO_EXTENSIONS)))
+    con = fit_threads(duckdb.connect(config={"temp_directory": path + ".tmp", **_NO_EXTENSIONS}))
     new = not os.path.exists(path) or os.path.getsize(path) == 0
     opts = ([f"ROW_GROUP_SIZE {int(ROW_GROUP_SIZE)}"] if ROW_GROUP_SIZE else []) + (
         [f"STORAGE_VERSION '{_sql_str(STORAGE_VERSION)}'"] if STORAGE_VERSION and new else [])

@@ -30,7 +30,10 @@ class TraceError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        msg = f"{self.path}: {self.what}"
+        from ..names import printable  # a file name may hold bytes that are not UTF-8, or control characters
+
+        path = printable(self.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+        msg = f"{path}: {self.what}"
         return f"{msg}; {self.todo}" if self.todo else msg
 
 
@@ -265,6 +268,59 @@ def with_raw_args(args, extras: dict[int, dict]):
     return out
 
 
+# -- text too long for a column ------------------------------------------------------------------
+#
+# A text value longer than TEXT_LIMIT bytes (UTF-8) is cut to its first TEXT_LIMIT bytes (at a
+# character boundary), counted in ``Accounting.repairs``; a JSON column's value (``args``) becomes
+# ``{"_truncated": "<its first TEXT_LIMIT bytes>"}`` so it stays a JSON object.  Real names and
+# args are at most kilobytes (the longest kernel names: ~4 KB); a 100 MB event name held whole
+# takes gigabytes on the way into DuckDB (its blocks are 256 KiB, a string must fit its memory
+# limit), so conversion would fail under any normal memory budget.  Applied where every batch is
+# built (``TableBuilder``, the nsys reader's ``_batch``), so no path can skip it.
+
+TEXT_LIMIT = 1 << 20  # 1 MiB
+
+
+def text_cut_reason(table: str, name: str, json_column: bool) -> str:
+    if json_column:
+        return (f"{table}.{name}: JSON text over {TEXT_LIMIT:,} bytes kept as "
+                f'{{"_truncated": its first {TEXT_LIMIT:,} bytes}}')
+    return f"{table}.{name}: text over {TEXT_LIMIT:,} bytes cut to its first {TEXT_LIMIT:,} bytes"
+
+
+def cap_text(table: str, batch: pa.RecordBatch, accounting: Accounting) -> pa.RecordBatch:
+    """``batch`` with every text value over TEXT_LIMIT bytes cut (see above), counted.  Costs
+    nothing for a column whose whole buffer is under the limit, one length pass otherwise."""
+    cols = None
+    for i, f in enumerate(batch.schema):
+        if not pa.types.is_string(f.type):
+            continue
+        arr = batch.column(i)
+        if arr.nbytes <= TEXT_LIMIT:
+            continue
+        over = pc.greater(pc.binary_length(arr), TEXT_LIMIT).fill_null(False)
+        idx = pc.indices_nonzero(over).to_pylist()
+        if not idx:
+            continue
+        json_column = _is_json_column(table, f.name)
+        cut = []
+        for j in idx:
+            head = bytes(arr[j].as_buffer()[:TEXT_LIMIT]).decode("utf-8", "ignore")  # a split
+            cut.append(orjson.dumps({"_truncated": head}).decode() if json_column else head)  # char dropped
+        accounting.repair(text_cut_reason(table, f.name, json_column), len(idx))
+        if cols is None:
+            cols = list(batch.columns)
+        cols[i] = pc.replace_with_mask(arr, over, pa.array(cut, pa.string()))
+    return batch if cols is None else pa.RecordBatch.from_arrays(cols, schema=batch.schema)
+
+
+def _is_json_column(table: str, name: str) -> bool:
+    try:
+        return any(c.name == name and c.json for c in schema.table(table).columns)
+    except KeyError:
+        return False
+
+
 class TableBuilder:
     """Row buffer for one schema table.  Rows come one at a time (``add``, buffered as dicts and
     built with ``from_pylist`` every BATCH_ROWS rows) or many at once, column-wise
@@ -356,7 +412,7 @@ class TableBuilder:
             for i in drop:
                 keep[i] = False
             batch = batch.filter(pa.array(keep))
-        return batch
+        return cap_text(self.name, batch, self.accounting)
 
     def full(self) -> bool:
         return len(self.rows) >= self.batch_rows or bool(self.batches)
@@ -376,7 +432,8 @@ class TableBuilder:
         try:
             body = pa.RecordBatch.from_pylist(self.rows, schema=self._row_schema)
             sid = pa.repeat(pa.scalar(self.source_id, pa.int32()), n)
-            batch = pa.RecordBatch.from_arrays([sid, *body.columns], schema=self.table.arrow)
+            batch = cap_text(self.name, pa.RecordBatch.from_arrays([sid, *body.columns],
+                                                                   schema=self.table.arrow), self.accounting)
         except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
             rows = self.rows  # a value that does not fit: the rule, column by column
             batch = self._fitted(n, {f.name: [r.get(f.name) for r in rows] for f in self._row_schema})

@@ -149,13 +149,44 @@ def _sniffer(f: Format):
         raise
 
 
+def check_file(path: Path):
+    """The input's ``os.stat``, once it is known to be a regular file with a UTF-8 name that
+    can be read; else TraceError: no such file, a symbolic link loop, a directory, not a regular
+    file (a device such as /dev/zero, a FIFO: nothing to convert as a whole)."""
+    import errno
+    import os
+    import stat
+
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise TraceError(path, "the file's name is not UTF-8 text", "rename it (tracekit stores the "
+                         "path of each source as text)") from None
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TraceError(path, "a symbolic link loop (the link points back at itself)",
+                             "point it at the trace file") from None
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            if os.path.lexists(path):
+                raise TraceError(path, "a symbolic link to a missing file", "point it at the trace file") from None
+            raise TraceError(path, "no such file") from None
+        raise TraceError(path, f"cannot read ({e.strerror or e})", "check the path and its permissions") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(path, "is a directory", "pass the trace files inside it")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "special")
+        raise TraceError(path, f"not a regular file ({what})", "save the trace to a file and convert that")
+    return st
+
+
 def sniff(path: Path) -> str:
     """The name of the input's format (the registry's surest sniffer), or raise TraceError."""
-    if not path.exists():
-        raise TraceError(path, "no such file")
-    if path.is_dir():
-        raise TraceError(path, "is a directory", "pass the trace files inside it")
-    if path.stat().st_size == 0:
+    st = check_file(path)
+    if st.st_size == 0:
         raise TraceError(path, "empty file (0 bytes)", "re-export the trace; the profiler may not have finished writing")
     probe = Probe(path)
     best, level = None, 0
@@ -180,8 +211,7 @@ def adapter_for(path: Path, fmt: str | None = None) -> Adapter:
     if entry is None:
         names = [f.name for f in REGISTRY]
         raise TraceError(path, f"unknown format {fmt!r}", f"use {', '.join(names[:-1])} or {names[-1]}")
-    if not Path(path).exists():
-        raise TraceError(path, "no such file")
+    check_file(Path(path))
     mod, cls = entry.module, entry.reader
     try:
         module = importlib.import_module(mod)

@@ -4,6 +4,7 @@ source (devices, processes, threads, ``sources`` metadata)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -37,6 +38,35 @@ from .reader import SqliteReader
 from .report import export_report, is_report
 
 
+def _check_no_writer(path: Path) -> None:
+    """Refuse an export that another process is writing (an `nsys export` still running, a
+    script mid-transaction): it is read with ``immutable=1`` (no locks, the fastest), which would
+    see its pages half-written.  A writer shows as its journal beside the file (a hot
+    ``-journal`` or a ``-wal``) or as the lock a plain read-only connection cannot take."""
+    for ext in ("-journal", "-wal"):
+        try:
+            if os.path.getsize(f"{path}{ext}") > 0:
+                raise TraceError(path, f"locked by a writer (its {ext[1:]} file is beside it: another "
+                                 "process is writing it, or was killed while writing)",
+                                 "wait for the export to finish, or export it again")
+        except OSError:
+            pass
+    try:
+        con = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True, timeout=0)
+    except sqlite3.Error:
+        return  # (said as it is read)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            raise TraceError(path, "locked by a writer (another process holds it mid-transaction)",
+                             "wait for the export to finish, then convert it") from None
+    except sqlite3.Error:
+        pass
+    finally:
+        con.close()
+
+
 class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
     FORMAT = "nsys"
     PARALLEL_INSERT = True
@@ -47,6 +77,8 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         db_path = path
         if is_report(path):
             db_path, meta_extra = export_report(path)
+        else:
+            _check_no_writer(path)
         try:
             con = sqlite3.connect(f"file:{db_path.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
         except sqlite3.Error as e:

@@ -27,9 +27,33 @@ from .common import (
 
 
 class GpuTables:
+    def _kernels_lacking(self) -> None:
+        """An export without the kernel table (trimmed, or renamed by another nsys version) whose
+        runtime calls launched kernels: those kernels are missing from it. Said as skipped rows
+        (one per launch call; the summary line shows them, --strict fails), never in silence."""
+        runtime = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        if runtime not in self.tables or "nameId" not in self.tables[runtime]:
+            return
+        launch = ("LaunchKernel", "LaunchCooperativeKernel", "LaunchKernelEx")
+        graph = ("cudaGraphLaunch", "cuGraphLaunch")
+        n = 0
+        for name_id, k in self.con.execute(f'SELECT nameId, count(*) FROM "{runtime}" GROUP BY nameId').fetchall():
+            name = str(self.strings.get(name_id) or "")
+            if any(x in name for x in launch) or (GRAPH_TRACE not in self.tables and name.startswith(graph)):
+                n += k
+        if not n:
+            return
+        like = sorted(x for x in self.tables if x.startswith("CUPTI_ACTIVITY_KIND_") and "KERNEL" in x.upper())
+        self.accounting.skip(
+            f"kernels of launch calls: the export lacks the {KERNEL} table"
+            + (f" (it has {', '.join(like)})" if like else "")
+            + "; export again with CUDA tracing on (nsys export --type sqlite of the full report)",
+            example=None, n=n)
+
     def _kernels(self):
         t = KERNEL
         if t not in self.tables:
+            self._kernels_lacking()
             return
         wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
                   "demangledName", "shortName", "mangledName", "launchType", "registersPerThread",
