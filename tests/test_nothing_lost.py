@@ -487,3 +487,91 @@ def test_store_connections_do_not_autoload_extensions(store):
             "select name, value from duckdb_settings() where name in "
             "('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
     assert got == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+
+
+# -- 16. kill -9 of convert --jobs; partial templates ---------------------------------------------
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_killed_parallel_convert_leaves_no_worker_running(tmp_path):
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc (Linux) to find the workers, on purpose")
+    ins = []
+    for i in range(8):  # 8 inputs of ~0.4 s each, on 2 workers: several seconds of work
+        p = tmp_path / f"r{i}.json.gz"
+        shutil.copyfile(need(FIXTURES / "kineto" / "decode_b32.json.gz"), p)
+        ins.append(p)
+    db = tmp_path / "s.duckdb"
+    parent = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "convert", *map(str, ins), "--db", str(db),
+                               "--jobs", "2", "--allow-duplicate", "-q"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = _children(parent.pid)
+        time.sleep(0.05)
+    assert len(workers) == 2, "the workers did not start"
+    time.sleep(1.0)  # converting
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    t0 = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t0 < 10:
+        time.sleep(0.02)
+    gone_after = time.monotonic() - t0
+    assert gone_after < 0.5, f"workers still running {gone_after:.2f} s after the kill"
+    assert not db.exists()
+    # the next conversion removes what the killed one left beside the store
+    code, _, err = run("convert", need(NCU), "--db", db, "-q")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".s.duckdb")) == []
+
+
+@pytest.mark.slow
+def test_killed_first_conversion_leaves_no_partial_template(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache))
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(cache))
+    killed = 0
+    for i, delay in enumerate((0.5, 0.8, 1.1, 1.4, 1.7)):
+        p = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "convert", str(need(NCU)), "--db",
+                              str(tmp_path / f"s{i}.duckdb"), "-q"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            killed += 1
+        p.wait()
+        if list(cache.glob("store-template-*.duckdb")):
+            break
+        shutil.rmtree(cache / "verified", ignore_errors=True)
+    assert killed
+    # a partial template of a killed process, as one killed mid-template leaves it (synthetic
+    # where the kills above came too early or too late: the pid is that of a finished process)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    cache.mkdir(exist_ok=True)
+    left = cache / f".store-template-0123456789abcdef.duckdb.{dead}-140000000000000"
+    left.write_bytes(b"partial")
+    Path(f"{left}.wal").write_bytes(b"wal")
+    code, _, err = run("convert", need(NCU), "--db", tmp_path / "last.duckdb", "-q")
+    assert code == 0, err
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith(".store-template")) == []
+    assert len(list(cache.glob("store-template-*.duckdb"))) == 1

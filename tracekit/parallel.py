@@ -103,9 +103,28 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
     return out
 
 
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a killed
+    `convert --jobs N` (kill -9) leaves no worker converting on, writing its private store for
+    seconds; the parent's next conversion removes what it left (`store._clean_stale`).  Elsewhere
+    the worker ends when its input closes, after its chunk."""
+    parent = int(os.environ.get("TRACEKIT_WORKER_PARENT") or os.getppid())  # (set by the parent: it may be gone already)
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the prctl
+        os._exit(1)
+
+
 def _worker_main() -> None:
     from . import own_process
 
+    _die_with_parent()
     own_process()  # a worker process of tracekit's own
     out = sys.stdout.buffer
 
@@ -270,7 +289,8 @@ def _parallel(store, paths, jobs, fmt, rank, strict, progress) -> Iterator[Outco
     parts = Path(store.path).resolve().parent / f".{Path(store.label).name}.parts-{os.getpid()}"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir()
-    env = dict(os.environ, TRACEKIT_WORKER_THREADS=str(max(1, default_jobs() // jobs)))
+    env = dict(os.environ, TRACEKIT_WORKER_THREADS=str(max(1, default_jobs() // jobs)),
+               TRACEKIT_WORKER_PARENT=str(os.getpid()))
     env[budget.ENV] = str(budget.current())  # each worker within the same budget (per process)
     env.setdefault("ARROW_DEFAULT_MEMORY_POOL", OWN_ARROW_POOL)  # a process of tracekit's own
     pkg_root = str(Path(__file__).resolve().parents[1])  # so that workers import this tracekit

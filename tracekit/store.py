@@ -1151,6 +1151,7 @@ def _from_template(tmp: Path) -> bool:
     if tpl is None:
         return False
     d = tpl.parent
+    _clean_stale_templates(d)
     try:
         if not tpl.exists():
             d.mkdir(parents=True, exist_ok=True)
@@ -1178,6 +1179,23 @@ def _from_template(tmp: Path) -> bool:
         for p in (tmp, Path(f"{tmp}.wal")):
             p.unlink(missing_ok=True)
         return False
+
+
+def _clean_stale_templates(d: Path) -> None:
+    """Remove the partial templates (``.store-template-<key>.duckdb.<pid>-<thread>``, with their
+    .wal and spill folder) that conversions killed while making one left in the cache folder."""
+    pat = re.compile(r"^\.store-template-[0-9a-f]+\.duckdb\.(\d+)-\d+")
+    try:
+        entries = list(d.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = pat.match(p.name)
+        if m and not _pid_alive(int(m.group(1))):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
 
 @contextmanager
