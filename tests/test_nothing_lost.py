@@ -575,3 +575,14 @@ def test_killed_first_conversion_leaves_no_partial_template(tmp_path, monkeypatc
     assert code == 0, err
     assert sorted(p.name for p in cache.iterdir() if p.name.startswith(".store-template")) == []
     assert len(list(cache.glob("store-template-*.duckdb"))) == 1
+
+
+def test_error_lines_escape_control_characters_in_names(tmp_path):
+    db = tmp_path / "st\x1b]0;x\x07.duckdb"
+    code, _, err = run("sql", "select 1", "--db", db)
+    line = one_line(code, err, "no such store")
+    assert "\x1b" not in line and "\x07" not in line and "st\\x1b]0;x\\x07.duckdb" in line
+    missing = tmp_path / "in\x1b[31m.json"
+    code, _, err = run("convert", missing, "--db", tmp_path / "s.duckdb")
+    line = one_line(code, err, "no such file")
+    assert "\x1b" not in line and "in\\x1b[31m.json" in line

@@ -14,7 +14,7 @@ import pyarrow as pa
 from . import __version__, schema, views
 from .adapters.base import TraceError
 from .adapters.detect import NAMES as FORMAT_NAMES
-from .names import printable
+from .names import shown
 from .outputs import OutputError, atomic_output, refuse_store
 from .render import TIME_UNITS, convert_timeunit, error_text, json_ready, table_text
 from .store import DEFAULT_DB, Rollback, Store, StoreError, head_of, os_error_line, writing
@@ -25,7 +25,7 @@ DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, ty
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {msg}", err=True)
+    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
     sys.exit(2)
 
 
@@ -212,7 +212,7 @@ def _expand_directories(inputs) -> list[Path]:
                 except OSError as e:
                     why = os_error_line(e, p)
             if why:
-                click.echo(f"tracekit: skipped {printable(str(p))}: {why}", err=True)
+                click.echo(f"tracekit: skipped {shown(p)}: {why}", err=True)
             else:
                 out.append(p)
                 found += 1
@@ -274,9 +274,9 @@ def _export(store: Store, parquet_dir: Path, partitioned: bool) -> None:
         raise StoreError(f"--parquet {parquet_dir}: cannot write ({str(e).splitlines()[0]}); "
                          "nothing was converted") from None
     if partitioned:
-        click.echo(f"wrote {len(paths)} tables as a partitioned Parquet dataset to {parquet_dir}")
+        click.echo(f"wrote {len(paths)} tables as a partitioned Parquet dataset to {shown(parquet_dir)}")
     else:
-        click.echo(f"wrote {len(paths)} Parquet files to {parquet_dir}")
+        click.echo(f"wrote {len(paths)} Parquet files to {shown(parquet_dir)}")
 
 
 def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, jobs, quiet,

@@ -10,13 +10,13 @@ from pathlib import Path
 import click
 import duckdb
 
-from .names import printable
+from .names import printable, shown
 from .outputs import OutputError, atomic_output, refuse_store
 from .store import DEFAULT_DB, Store, StoreError, os_error_line
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {msg}", err=True)
+    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
     sys.exit(2)
 
 

@@ -6,6 +6,7 @@
 * ``api_base_name``: a CUDA API name without nsys's version suffix (``cudaLaunchKernel_v7000``).
 * ``printable``: text as a terminal may show it: control characters (escape sequences, carriage
   returns, bells: anything a kernel or NVTX name may carry) written as ``\x1b``-style escapes.
+* ``shown``: a file name or message as one printable line (undecodable bytes, control characters).
 * ``plural``: a count and its noun for user-facing text, '1 kernel', '2,808 kernels', '0.97 waves'.
 """
 
@@ -30,6 +31,15 @@ def printable(text: str, keep_newlines: bool = False) -> str:
 
 
 _CONTROL_NL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def shown(text) -> str:
+    """A file name or message as one line safe to print: bytes of a name that are not UTF-8
+    (decoded by Python as surrogates) as ``\\xNN``, then `printable`."""
+    text = str(text)
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return printable(text)
 
 
 def plural(n, noun: str, spec: str = ",", nouns: str | None = None) -> str:

@@ -876,9 +876,9 @@ def _check_path(path: Path) -> None:
 
 def _shown(path) -> str:
     """A path as it may be printed: undecodable bytes and control characters escaped."""
-    from .names import printable
+    from .names import shown
 
-    return printable(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+    return shown(path)
 
 
 @contextmanager

@@ -30,10 +30,9 @@ class TraceError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        from ..names import printable  # a file name may hold bytes that are not UTF-8, or control characters
+        from ..names import shown  # a file name may hold bytes that are not UTF-8, or control characters
 
-        path = printable(self.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
-        msg = f"{path}: {self.what}"
+        msg = f"{shown(self.path)}: {self.what}"
         return f"{msg}; {self.todo}" if self.todo else msg
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..names import shown
 from ..outputs import OutputError, refuse_store
 from ..store import DEFAULT_DB, Store, StoreError
 from .perfetto import ExportError, ExportOptions, export_perfetto, output_format
@@ -17,7 +18,7 @@ _TIME = re.compile(r"^\s*(\+?)(\d+(?:\.\d*)?)\s*(ns|us|µs|ms|s)?\s*$")
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {msg}", err=True)
+    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
     sys.exit(2)
 
 
