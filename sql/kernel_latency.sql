@@ -27,7 +27,9 @@
 -- shared_mem, warps, blocks, barriers).
 -- cause: the first rule of this table that holds (its numbers in cause_evidence):
 --   1 small_grid          waves < bound_waves (1) and grid_blocks < sm_count, and neither SM nor
---                         memory throughput reaches bound_low_pct (60 %): the grid cannot fill the GPU
+--                         memory throughput reaches bound_low_pct (60 %): the grid cannot fill the GPU;
+--                         a report without both throughputs (no SpeedOfLight section) is given
+--                         small_grid on the grid alone, and missing says to collect the section
 --   2 divergence          threads_per_inst < 24 of 32: warps run their branches one after another
 --   3 uncoalesced         sectors_ratio >= 2 (raw page), or, without it, l1_sectors_per_request > 16
 --                         (a 4-byte access per thread needs 4, a 16-byte one 16): scattered accesses
@@ -179,7 +181,7 @@ c AS (  -- the rule table, in order
     SELECT *,
         CASE
             WHEN waves < coalesce(try_cast(getvariable('bound_waves') AS DOUBLE), 1.0) AND grid < sms
-             AND greatest(sm_pct, memory_pct) < coalesce(try_cast(getvariable('bound_low_pct') AS DOUBLE), 60.0)
+             AND coalesce(greatest(sm_pct, memory_pct) < coalesce(try_cast(getvariable('bound_low_pct') AS DOUBLE), 60.0), true)
                 THEN 'small_grid'
             WHEN threads < 24 THEN 'divergence'
             WHEN sectors_ratio >= 2 OR (sectors_ratio IS NULL AND l1_sectors_per_request > 16) THEN 'uncoalesced'
@@ -231,9 +233,13 @@ SELECT c.source_id, c.id, c.name, c.short_name, c.bound, c.top_stall, c.top_stal
        c.limiter AS occupancy_limiter, c.regs AS registers_per_thread, c.waves, c.grid AS grid_blocks,
        c.sms AS sm_count, c.cause,
        CASE c.cause
-           WHEN 'small_grid' THEN printf('%.3g waves: %d block%s for %d SMs; SM %.0f %%, memory %.0f %%',
+           WHEN 'small_grid' THEN printf('%.3g waves: %d block%s for %d SMs; %s',
                                          c.waves, c.grid::BIGINT, CASE WHEN c.grid = 1 THEN '' ELSE 's' END,
-                                         c.sms::BIGINT, c.sm_pct, c.memory_pct)
+                                         c.sms::BIGINT,
+                                         CASE WHEN greatest(c.sm_pct, c.memory_pct) IS NULL
+                                              THEN 'SM and memory throughput not in the report (collect --section SpeedOfLight to confirm)'
+                                              ELSE printf('SM %.0f %%, memory %.0f %%', coalesce(c.sm_pct, 'nan'::DOUBLE),
+                                                          coalesce(c.memory_pct, 'nan'::DOUBLE)) END)
            WHEN 'divergence' THEN printf('%.1f of 32 threads active per warp instruction; branch uniformity %.0f %%',
                                          c.threads, coalesce(c.uniform, 'nan'::DOUBLE))
            WHEN 'uncoalesced' THEN CASE WHEN c.sectors_ratio IS NOT NULL
@@ -257,6 +263,10 @@ SELECT c.source_id, c.id, c.name, c.short_name, c.bound, c.top_stall, c.top_stal
            CASE WHEN c.uniform IS NULL THEN 'branch uniformity: --section SourceCounters' END,
            CASE WHEN NOT c.has_sectors THEN 'sectors per request: --section MemoryWorkloadAnalysis_Tables (raw page for the ideal sectors)' END,
            CASE WHEN c.limiter IS NULL THEN 'occupancy limits: --section Occupancy' END,
-           CASE WHEN c.grid IS NULL OR c.waves IS NULL THEN 'grid and waves: --section LaunchStats' END) AS missing
+           CASE WHEN c.grid IS NULL OR c.waves IS NULL THEN 'grid and waves: --section LaunchStats' END,
+           CASE WHEN c.grid IS NOT NULL AND c.waves IS NOT NULL AND c.sms IS NULL
+                THEN 'SM count (for small_grid): --section LaunchStats' END,
+           CASE WHEN c.cause = 'small_grid' AND greatest(c.sm_pct, c.memory_pct) IS NULL
+                THEN 'SM and memory throughput, to confirm small_grid: --section SpeedOfLight' END) AS missing
 FROM c LEFT JOIN remedies r USING (cause)
 ORDER BY c.source_id, c.id;

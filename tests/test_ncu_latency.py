@@ -79,3 +79,31 @@ def test_transpose_copy_of_the_decode_blocks_is_uncoalesced(convert):
     st = convert(NCU / "kn_details.csv")
     got = dict(st.rows("select id, cause from kernel_latency"))
     assert got == {0: None, 1: "uncoalesced", 2: None, 3: None}  # the GEMV and the streams are DRAM-bound
+
+
+def test_small_grid_without_speed_of_light_says_what_to_collect(convert, tmp_path):
+    """A report collected without the SpeedOfLight section (ncu --section LaunchStats ... only):
+    the real details page with that section's rows taken out (an edge case: the fixture was
+    captured with it).  The one-block kernel (1 block for the H200's 132 SMs) is still named
+    small_grid from its grid alone, not given the next rule's cause, and `missing` says which
+    section confirms it; kernels of a full grid are unchanged."""
+    with gzip.open(NCU / "lat_details.csv.gz", "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    i = rows[0].index("Section Name")
+    sol = {"GPU Speed Of Light Throughput", "SpeedOfLight", "SpeedOfLight_RooflineChart"}
+    kept = [r for r in rows if r[i] not in sol]
+    assert len(rows) - len(kept) == 84  # 12 SOL rows of each of the 7 kernels
+    path = tmp_path / "no_sol.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(kept)
+    st = convert(path)
+    got = {r[0]: r[1:] for r in st.rows("select short_name, cause, cause_evidence, missing, grid_blocks, sm_count "
+                                        "from kernel_latency")}
+    cause, evidence, missing, grid, sms = got["one_block"]
+    assert (cause, grid, sms) == ("small_grid", 1, 132)
+    assert "1 block for 132 SMs" in evidence and "--section SpeedOfLight" in evidence
+    assert missing.endswith("SM and memory throughput, to confirm small_grid: --section SpeedOfLight")
+    full = convert(NCU / "lat_details.csv.gz")
+    assert "SpeedOfLight" not in full.one("select missing from kernel_latency where short_name = 'one_block'")
+    for k in ("divergent", "uncoalesced", "barrier"):
+        assert got[k][0] == BUILT[k] and "SpeedOfLight" not in got[k][2]
