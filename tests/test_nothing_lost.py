@@ -586,3 +586,13 @@ def test_error_lines_escape_control_characters_in_names(tmp_path):
     code, _, err = run("convert", missing, "--db", tmp_path / "s.duckdb")
     line = one_line(code, err, "no such file")
     assert "\x1b" not in line and "in\\x1b[31m.json" in line
+
+
+def test_output_inside_a_parquet_export_is_refused(tmp_path):
+    d = tmp_path / "pq"
+    code, _, err = run("convert", need(NSYS), "--db", tmp_path / "s.duckdb", "--parquet", d, "-q")
+    assert code == 0, err
+    code, _, err = run("sql", "select count(*) from kernels", "--db", d, "--format", "csv", "-o", d / "n.csv")
+    one_line(code, err, "inside the Parquet export")
+    code, out, err = run("sql", "select count(*) as n from kernels", "--db", d, "--format", "csv")
+    assert code == 0 and out == "n\n6\n", err

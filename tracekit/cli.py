@@ -72,7 +72,8 @@ def _spark_only(master, spark_conf) -> None:
 @DB_OPTION
 @click.option("--replace", is_flag=True, help="Start the store afresh instead of adding sources to it.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Also write every table as DIR/<table>.parquet (query it with tracekit sql --db DIR).")
+              help="Also write every table as DIR/<table>.parquet (query it with tracekit sql --db DIR); "
+                   "DIR is replaced whole at the end, and may hold nothing but an export.")
 @click.option("--partitioned", is_flag=True,
               help="With --parquet: write the Hive-partitioned dataset DIR/<table>/source_id=<n>/ "
                    "instead (docs/scaling.md; query it with tracekit sql --db DIR).")

@@ -31,8 +31,16 @@ def same_file(a, b) -> bool:
 
 
 def refuse_store(output, db, option: str = "-o") -> None:
-    """Raise OutputError when the output ``output`` is the store ``db`` (or its WAL)."""
+    """Raise OutputError when the output ``output`` is the store ``db`` (or its WAL), or lies
+    inside the Parquet export ``db``."""
     if output is None or db is None:
+        return
+    if os.path.isdir(db):  # a Parquet export: a file written into it would spoil it
+        inside = os.path.realpath(os.path.dirname(os.path.abspath(output)))
+        top = os.path.realpath(db)
+        if inside == top or inside.startswith(top + os.sep):
+            raise OutputError(f"{option} {output}: is inside the Parquet export --db {db}, which it would "
+                              "spoil: choose an output file outside it")
         return
     if any(same_file(output, p) for p in (db, f"{db}.wal")):
         raise OutputError(f"{option} {output}: is the store --db {db}; writing it would destroy the "
