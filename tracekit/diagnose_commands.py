@@ -79,8 +79,8 @@ def _open(db) -> Store:
                context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
               help="The tracekit store (a DuckDB file).")
-@click.option("--source", "source_id", type=int, help="Diagnose only this source (default: every source).")
-@click.option("--phase", help="Diagnose only the time inside the instances of this phase "
+@click.option("--source", "source_id", type=int, metavar="ID", help="Diagnose only this source (default: every source).")
+@click.option("--phase", metavar="NAME", help="Diagnose only the time inside the instances of this phase "
                               "(NVTX range / record_function name, '#N' suffix dropped).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
               show_default=True, help="Output format; html is a self-contained report with plots "
@@ -89,7 +89,7 @@ def _open(db) -> Store:
               help="Write to this file instead of standard output.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a threshold (repeatable); the list is below.")
-@click.option("--evidence", "evidence_rows", default=5, show_default=True,
+@click.option("--evidence", "evidence_rows", default=5, show_default=True, metavar="N",
               help="Evidence rows shown per view in text / markdown (json keeps up to 20; 0 = none).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
               help="Exit with status 1 when a finding of this severity or worse is found (for CI).")
@@ -155,18 +155,18 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
 @click.command("diff", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.argument("base_db", type=click.Path(dir_okay=False))
 @click.argument("new_db", required=False, type=click.Path(dir_okay=False))
-@click.option("--base-source", type=int, help="Source of BASE_DB (needed when it has several with GPU work).")
-@click.option("--new-source", type=int, help="Source of NEW_DB (default: NEW_DB's only one; with one "
+@click.option("--base-source", type=int, metavar="ID", help="Source of BASE_DB (needed when it has several with GPU work).")
+@click.option("--new-source", type=int, metavar="ID", help="Source of NEW_DB (default: NEW_DB's only one; with one "
                                               "store, the same as --base-source).")
-@click.option("--base-phase", help="Compare only the work launched inside this phase of the base side.")
-@click.option("--new-phase", help="... and inside this phase of the new side (e.g. eager_step vs graph_step).")
+@click.option("--base-phase", metavar="NAME", help="Compare only the work launched inside this phase of the base side.")
+@click.option("--new-phase", metavar="NAME", help="... and inside this phase of the new side (e.g. eager_step vs graph_step).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a diagnose threshold for the finding comparison (see `tracekit diagnose -h`).")
-@click.option("--max-rows", "--max-kernels", "max_rows", default=25, show_default=True,
+@click.option("--max-rows", "--max-kernels", "max_rows", default=25, show_default=True, metavar="N",
               type=click.IntRange(min=1),
               help="Rows shown per section (kernels, phases, findings) by text / markdown, largest "
                    "changes first; then 'and K more' (json lists all).")
