@@ -36,6 +36,12 @@ def independent_counts(trace) -> Counter:
             c["instants"] += 1
         elif ph == "M":
             c["M"] += 1
+            name = e.get("name")
+            if name in ("process_name", "process_labels"):
+                c.setdefault("process_fields", set()).add((e.get("pid"), name))
+                c.setdefault("pids", set()).add(e.get("pid"))
+            elif name == "thread_name":
+                c.setdefault("tids", set()).add((e.get("pid"), e.get("tid")))
         elif ph in ("s", "f"):
             c["flow_ends"] += 1
         else:
@@ -61,10 +67,14 @@ def test_counts_match_json(path, convert):
              " + (select count(*) from memops) + (select count(*) from api_calls)"
              " + (select count(*) from syncs) + (select count(*) from memory_events)")
     assert rows + x_skips == want["X"] + want["instants"]
-    # metadata: names kept, display hints counted as skipped
-    meta_rows = n("select (select count(*) from processes) + (select count(*) from threads)")
+    # metadata: one processes row per pid (its process_name and process_labels together), one
+    # threads row per (pid, tid); repeats and display hints counted as skipped
+    assert n("select count(*) from processes") == len(want.get("pids", ()))
+    assert n("select count(*) from threads") == len(want.get("tids", ()))
     meta_skips = sum(v for r, v in skipped.items() if r.startswith("metadata event"))
-    assert meta_rows + meta_skips == want["M"]
+    assert n("select (select count(*) from processes) + (select count(*) from threads)") + meta_skips == want["M"]
+    assert n("select count(*) from processes where name is not null and labels is not null") == sum(
+        1 for pid in want.get("pids", ()) if {(pid, "process_name"), (pid, "process_labels")} <= want["process_fields"])
     # flows: each s and f endpoint is one end of one flows row
     assert n("select count(start_ns) + count(end_ns) from flows") == want["flow_ends"]
     # the sources row agrees with the tables

@@ -182,7 +182,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "processes",
-        "Host processes (OS pid) that appear in the source.",
+        "Host processes (OS pid) that appear in the source: one row per (source_id, pid).",
         (
             SOURCE_ID,
             C("pid", I64, "OS process id.", "host `pid` of `process_name` metadata",
@@ -194,7 +194,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "threads",
-        "Host threads that appear in the source.",
+        "Host threads that appear in the source: one row per (source_id, pid, tid).",
         (
             SOURCE_ID,
             C("pid", I64, "OS process id."),

@@ -15,7 +15,8 @@ from ...schema import GPU_TABLES
 from ..base import Adapter, Builders, TraceError
 from . import flows as flow_rule
 from .columnar import ColumnarReader
-from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array)
+from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array,
+                     fix_nonfinite, nonfinite_reason)
 from .gpu_pid import LaunchPids
 from .mapping import _int
 from .memory import split_memory
@@ -78,6 +79,8 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         self._first_ts: int | None = None
         self._flow_state = flow_rule.Flows()
         self._begin_stack: dict = {}  # (pid, tid) -> [(B event, ts)]
+        self._procs: dict = {}      # pid -> {name, labels} (`RowReader._metadata`)
+        self._threads: dict = {}    # (pid, tid) -> {name}
         self._event_id = 0
         self._utf8_repairs = 0      # invalid UTF-8 repaired inside single events
         self._chunk_repairs = 0     # ... in whole chunks of the streamed document
@@ -106,6 +109,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         if repairs:
             meta["tracekit_repairs"] = {"invalid_utf8_characters_replaced": repairs}
         yield from self._devices(b, meta.get("deviceProperties"))
+        self._processes_threads(b)
         flow_rule.add(b, self._flow_state.leftover())
         for stack in self._begin_stack.values():
             for _ in stack:
@@ -191,11 +195,18 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 return None
             hi = p
             t = rest[p + 1:].strip()
+            counts: dict = {}
             try:
                 if t == b"}":
                     tail = {}
                 elif t[:1] == b",":
-                    tail = _TOP.decode(b"{" + t[1:])
+                    try:
+                        tail = _TOP.decode(b"{" + t[1:])
+                    except msgspec.DecodeError:  # NaN / Infinity after the events?
+                        fixed, counts = fix_nonfinite(b"{" + t[1:])
+                        if not counts:
+                            raise
+                        tail = _TOP.decode(fixed)
                 else:
                     continue
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -205,14 +216,17 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                                  "keep one events list per trace")
             body = rest[:p].strip()
             if not body or self._chunk(b, b"[" + body + b"]", None):
+                self._count_nonfinite(counts)
                 return tail
         return None
 
     def _whole(self, path: Path, b, progress):
         """The whole document in memory, cut into chunks of its event slices."""
         buf = _read_bytes(path, self._stream_notes)
-        top, raw_events, repairs = _decode_top(path, buf)
+        nonfinite: dict = {}
+        top, raw_events, repairs = _decode_top(path, buf, nonfinite)
         del buf
+        self._count_nonfinite(nonfinite)
         if repairs:
             top["__repairs__"] = repairs
         n = len(raw_events)
@@ -256,8 +270,13 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         self._one_by_one(b, raws)
         return True
 
+    def _count_nonfinite(self, counts: dict) -> None:
+        for (token, field), n in sorted(counts.items()):
+            self.accounting.repair(nonfinite_reason(token, field), n)
+
     def _raw_slices(self, text: bytes) -> list | None:
-        """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted)."""
+        """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted),
+        ``NaN`` / ``Infinity`` tokens read as null (counted)."""
         try:
             return _LIST.decode(text)
         except RecursionError:  # an element nested beyond the decoder's depth
@@ -268,7 +287,13 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             if "UTF-8" not in str(e):
                 fixed, n = _fix_surrogates(bytes(text))
                 if not n:
-                    return None
+                    fixed, counts = fix_nonfinite(text)
+                    if not counts:
+                        return None
+                    raws = self._raw_slices(fixed)
+                    if raws is not None:  # counted once the chunk's cut is a good one
+                        self._count_nonfinite(counts)
+                    return raws
                 self._chunk_repairs += n
                 return self._raw_slices(fixed)
         fixed = text.decode("utf-8", "replace")

@@ -157,14 +157,44 @@ class RowReader:
             a = {}
         a = a if isinstance(a, dict) else {}
         pid, tid = _int(ev.pid), _int(ev.tid)
+        # one processes row per pid and one threads row per (pid, tid), written at the end
+        # (`_processes_threads`): a process's name and labels come in separate events, and some
+        # writers repeat an event (an MTIA trace: 124,222 thread_name events for 2 pids)
         if ev.name == "process_name":
-            b["processes"].add(pid=pid, name=a.get("name"))
+            self._named(self._procs.setdefault(pid, {}), "name", a.get("name"), ev)
         elif ev.name == "process_labels":
-            b["processes"].add(pid=pid, labels=str(a.get("labels")))
+            self._named(self._procs.setdefault(pid, {}), "labels", str(a.get("labels")), ev)
         elif ev.name == "thread_name":
-            b["threads"].add(pid=pid, tid=tid, name=a.get("name"))
+            self._named(self._threads.setdefault((pid, tid), {}), "name", a.get("name"), ev)
         else:  # sort indices and other display hints
             self.accounting.skip(f"metadata event '{ev.name}' (display hint, not kept)", by_design=True)
+
+    def _named(self, row: dict, field: str, value, ev: _Event) -> None:
+        """Set ``row[field]`` from a metadata event. The first event of a pid (of a thread) makes
+        its row; each later one is counted in skipped_rows, as no row of its own: by design when
+        what it says is kept (the labels of a named process, a repeat), else (a second, different
+        name) as data not kept."""
+        what = "thread" if ev.name == "thread_name" else "process"
+        first = not row
+        if row.get(field) is None:
+            row[field] = value
+            if not first:
+                self.accounting.skip(f"metadata event '{ev.name}' of a {what} with a row already "
+                                     f"(kept in its {field})", by_design=True)
+        elif row[field] == value:
+            self.accounting.skip(f"metadata event '{ev.name}' repeating one already read (kept once)",
+                                 by_design=True)
+        else:
+            self.accounting.skip(f"metadata event '{ev.name}' giving a {what} a second {field} "
+                                 "(the first one kept)",
+                                 f"pid {ev.pid} tid {ev.tid}: {value!r} (kept: {row[field]!r})")
+
+    def _processes_threads(self, b) -> None:
+        """The processes and threads rows: one per pid, one per (pid, tid)."""
+        for pid, p in self._procs.items():
+            b["processes"].add(pid=pid, name=p.get("name"), labels=p.get("labels"))
+        for (pid, tid), t in self._threads.items():
+            b["threads"].add(pid=pid, tid=tid, name=t.get("name"))
 
     def _devices(self, b, props):
         if not isinstance(props, list):

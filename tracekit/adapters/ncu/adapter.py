@@ -52,7 +52,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         self._b = b
         self._path = path
         self._results: dict[int, _Result] = {}
-        self._processes: dict[tuple, None] = {}
+        self._processes: dict[int | None, str | None] = {}  # pid -> its first name: one row per pid
         self._devices: dict[int, dict] = {}
         self._hosts: dict[str, None] = {}
         if magic == REPORT_MAGIC or path.suffix.lower() == ".ncu-repz":
@@ -77,7 +77,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
                              "the profiled program may have launched no kernels (check ncu's filters)")
         for r in sorted(self._results.values(), key=lambda r: r.id):
             yield from self._emit_kernel(b, r)
-        for (pid, name) in self._processes:
+        for pid, name in self._processes.items():
             b["processes"].add(pid=pid, name=name)
         for dev, info in sorted(self._devices.items()):
             b["devices"].add(device_id=dev, **info)
@@ -138,7 +138,11 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
             self._b["ncu_metrics"].add(id=r.id, section=None, name="CC", unit=None, value=None,
                                        raw_value=ident["CC"], raw_unit=None)
         if pid is not None or pname:
-            self._processes.setdefault((pid, pname), None)
+            if self._processes.get(pid) is None:
+                self._processes[pid] = pname
+            elif pname and pname != self._processes[pid]:
+                self.accounting.repair("processes.name: a process named otherwise by another result "
+                                       "(the first name kept; each result's own in ncu_kernels.process_name)")
         if ident.get("Host Name"):
             self._hosts.setdefault(ident["Host Name"], None)
         if device is not None:
