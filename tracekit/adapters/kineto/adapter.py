@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...names import short_kernel_name
 from ...nesting import StreamNesting
@@ -27,6 +29,8 @@ from .stream import _Blocks, _read_bytes, block_bytes, setting
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = b"},\n"
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_STEP_MARKER = r"^ProfilerStep#[0-9]+$"  # torch.profiler's step marker (`_step_markers`)
+_STEP_CATEGORIES = pa.array(["user_annotation", "gpu_user_annotation"])
 _CHUNK_END = object()  # yielded by _read after each chunk's rows (read() nests its events then)
 
 
@@ -58,7 +62,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             elif name == "events":
                 for table, b in split_memory(batch, source_id, self.accounting):
                     if table == "events":
-                        events.append(b)
+                        events.append(self._step_markers(b))
                     else:
                         yield table, b
             elif name in GPU_TABLES:
@@ -71,6 +75,26 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
         self.held_events = nesting.held
         self.gpu_pids_filled = pids.filled
+
+    def _step_markers(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """torch.profiler's step markers `ProfilerStep#<N>` as `user_annotation` events whatever
+        cat the trace gives them: torch before 1.10 (tb_plugin's 2021 traces) wrote them as
+        `cpu_op` / `Operator`, newer ones as `user_annotation`, so the phases and steady-state
+        views find the steps of both alike. Counted in sources.metadata.tracekit_repairs."""
+        cat = batch.column("category")
+        maybe = pc.and_kleene(pc.invert(pc.is_in(cat, _STEP_CATEGORIES)),
+                              pc.starts_with(batch.column("name"), "ProfilerStep#"))
+        if not pc.any(maybe).as_py():
+            return batch
+        mask = pc.and_kleene(maybe, pc.match_substring_regex(batch.column("name"), _STEP_MARKER))
+        n = pc.sum(mask.cast(pa.int64())).as_py() or 0
+        if not n:
+            return batch
+        self.accounting.repair("events.category: step marker ProfilerStep#N of another cat "
+                               "(cpu_op: torch before 1.10) read as user_annotation", n)
+        i = batch.schema.get_field_index("category")
+        return batch.set_column(i, batch.schema.field(i),
+                                pc.if_else(mask.fill_null(False), pa.scalar("user_annotation"), cat))
 
     def _read(self, path, source_id, progress=None):
         path = self._path = Path(path)

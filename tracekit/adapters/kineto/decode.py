@@ -236,6 +236,65 @@ def _fix_surrogates(buf: bytes) -> tuple[bytes, int]:
     return out, n
 
 
+# a JSON string (skipped whole, and remembered when it is an object key) or a bare token that
+# JSON does not have but Python's json.dump writes for a float that is not finite
+_TOKENS = re.compile(rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"(\s*:)?|([-+]?(?:NaN|Infinity))', re.S)
+_NONFINITE_HINT = re.compile(rb"NaN|Infinity")
+
+
+def nonfinite_reason(token: str, field: str) -> str:
+    """The repair reason of a ``NaN`` / ``Infinity`` token read as null (Accounting.repairs)."""
+    return (f"JSON token {token} (not JSON: Python's json.dump writes it for a float that is not "
+            f"finite) read as null, field {field!r}")
+
+
+def fix_nonfinite(buf) -> tuple[bytes, dict[tuple[str, str], int]]:
+    """``buf`` with each bare ``NaN``, ``Infinity``, ``-Infinity`` token (outside strings)
+    replaced by ``null``, and how many per (token, the object key it is the value of, or of
+    the list it is in; ``?`` when the key is not on the token's line).  Only for text that did
+    not decode: the tokenizer runs on the lines that hold such a word, and a JSON string
+    cannot span lines, so each line is tokenized on its own."""
+    data = bytes(buf)
+    counts: dict[tuple[str, str], int] = {}
+    if _NONFINITE_HINT.search(data) is None:
+        return data, counts
+    out, done, seen = [], 0, -1
+    for hint in _NONFINITE_HINT.finditer(data):
+        if hint.start() < seen:
+            continue
+        lo = data.rfind(b"\n", 0, hint.start()) + 1
+        hi = data.find(b"\n", hint.end())
+        hi = len(data) if hi < 0 else hi
+        seen = hi
+        key = None
+        for m in _TOKENS.finditer(data, lo, hi):
+            if m.group(2) is None:
+                if m.group(1) is not None:
+                    key = m.group(0)[:m.group(0).rfind(b'"') + 1]
+                continue
+            a, z = m.span(2)
+            prev = data[a - 1:a] if a > lo else b""
+            nxt = data[z:z + 1]
+            if prev.isalnum() or prev in (b"_", b".") or nxt.isalnum() or nxt in (b"_", b"."):
+                continue  # part of another token
+            if key is not None:
+                try:
+                    field = msgspec.json.decode(key)
+                except msgspec.DecodeError:
+                    field = key.decode("utf-8", "replace")
+            else:
+                field = "?"
+            k = (m.group(2).decode(), str(field))
+            counts[k] = counts.get(k, 0) + 1
+            out.append(data[done:a])
+            out.append(b"null")
+            done = z
+    if not counts:
+        return data, counts
+    out.append(data[done:])
+    return b"".join(out), counts
+
+
 def _split_array(text: bytes) -> list | None:
     """The top-level elements of a JSON array text as byte slices, found without recursion (for
     an element nested deeper than the decoder allows); None when the text is not one array."""
@@ -275,8 +334,10 @@ def _split_array(text: bytes) -> list | None:
     return None
 
 
-def _decode_top(path: Path, buf: bytes) -> tuple[dict, list, int]:
-    """Top-level map (raw values) and the raw event list; repairs invalid UTF-8 (counted)."""
+def _decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[dict, list, int]:
+    """Top-level map (raw values) and the raw event list; repairs invalid UTF-8 (counted in the
+    result) and ``NaN`` / ``Infinity`` tokens (read as null, counted in ``nonfinite``:
+    {(token, field): n}, see ``fix_nonfinite``)."""
     repairs = 0
     try:
         top = _TOP.decode(buf)
@@ -288,16 +349,25 @@ def _decode_top(path: Path, buf: bytes) -> tuple[dict, list, int]:
         if "UTF-8" in msg:
             fixed = buf.decode("utf-8", "replace")
             repairs = fixed.count("\ufffd")
-            return _decode_top(path, fixed.encode())[0:2] + (repairs,)
+            top, events, r = _decode_top(path, fixed.encode(), nonfinite)
+            return top, events, r + repairs
         if "escape" in msg or "surrogate" in msg:
             fixed, n = _fix_surrogates(buf)
             if n:
-                top, events, r = _decode_top(path, fixed)
+                top, events, r = _decode_top(path, fixed, nonfinite)
                 return top, events, r + n
         if "truncated" in msg:
             raise TraceError(path, f"JSON is truncated (the file ends at byte {len(buf):,} inside the data)",
                              "the profiler did not finish writing it; re-export the trace") from None
-        raise TraceError(path, f"invalid JSON ({msg})", "check that this is a torch.profiler trace") from None
+        if nonfinite is not None:
+            fixed, counts = fix_nonfinite(buf)
+            if counts:
+                top, events, r = _decode_top(path, fixed, nonfinite)
+                for k, n in counts.items():
+                    nonfinite[k] = nonfinite.get(k, 0) + n
+                return top, events, r
+        raise TraceError(path, f"invalid JSON ({msg}{_near(buf, msg)})",
+                         "check that this is a torch.profiler trace") from None
     if "traceEvents" not in top:
         raise TraceError(path, "JSON object has no traceEvents key",
                          "pass a torch.profiler export_chrome_trace() file")
@@ -307,6 +377,17 @@ def _decode_top(path: Path, buf: bytes) -> tuple[dict, list, int]:
         raise TraceError(path, "traceEvents is not a list", "pass a torch.profiler trace") from None
     return top, events, repairs
 
+
+
+def _near(buf, msg: str) -> str:
+    """``, near '...'``: the text around the byte a decoder's message names (the token it
+    rejected, and the field before it), or nothing."""
+    m = re.search(r"byte (\d+)", msg)
+    if not m:
+        return ""
+    at = int(m.group(1))
+    text = bytes(buf[max(0, at - 40):at + 20]).decode("utf-8", "replace")
+    return f", near {' '.join(text.split())!r}"
 
 
 def decode_args(ev: _Event) -> _Args:
