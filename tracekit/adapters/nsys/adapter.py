@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
-from ..base import RAW_PREFIX, Adapter, Builders, TraceError, fit, with_raw_args
+from ..base import RAW_PREFIX, Adapter, Builders, TraceError, cap_text, fit, with_raw_args
 from ..detect import sniff_nsys as sniff  # noqa: F401 (the format's sniffer, re-exported)
 from .common import (
     CUPTI_OVERHEAD,
@@ -205,8 +205,8 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
                 args = with_raw_args(args if args is not None else [None] * n, extras)
             arrays["args"] = pa.nulls(n, pa.string()) if args is None else self._strs(table, "args", args)
         sid = pa.nulls(n, pa.int32()).fill_null(self.sid)
-        return pa.RecordBatch.from_arrays([sid if f.name == "source_id" else arrays[f.name] for f in fields],
-                                          schema=fields)
+        return cap_text(table, pa.RecordBatch.from_arrays(
+            [sid if f.name == "source_id" else arrays[f.name] for f in fields], schema=fields), self.accounting)
 
     def _strs(self, table: str, name: str, v, cols: dict | None = None) -> pa.Array:
         """A column as text by the one rule: a value of another type is written as its text
