@@ -13,6 +13,7 @@ import builtins
 import datetime as _dt
 import errno
 import gc
+import glob
 import os
 import queue
 import re
@@ -716,11 +717,13 @@ def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
     try:
         for t in schema.TABLES:
             cols = ", ".join('"' + c.name + '"' for c in t.arrow)
+            # the folder's own name is escaped: DuckDB reads a path as a glob pattern, so a folder
+            # named run[1] or a*b would match other folders or none (glob.escape: [[], [*], [?])
             if t.name in flat:
-                src = f"read_parquet('{_sql_str(str(flat[t.name]))}')"
+                src = f"read_parquet('{_sql_str(glob.escape(str(flat[t.name])))}')"
             elif t.name in parts:
-                src = (f"read_parquet('{_sql_str(str(parts[t.name]))}/*/*.parquet', hive_partitioning = true, "
-                       "hive_types = {'source_id': INTEGER})")
+                src = (f"read_parquet('{_sql_str(glob.escape(str(parts[t.name])))}/*/*.parquet', "
+                       "hive_partitioning = true, hive_types = {'source_id': INTEGER})")
             else:
                 st._con.execute(t.ddl().replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
                 continue
