@@ -830,7 +830,7 @@ def test_texts_say_one_in_the_singular(stores):
     k = next(i for i, line in enumerate(lines) if "evidence (idle_attribution, first 5 of 10 rows)" in line)
     cmd = list(itertools.takewhile(lambda line: line.startswith("    ") and not line.startswith("      "),
                                    lines[k + 1:]))
-    assert cmd[0].startswith('    tracekit sql "SELECT') and " LIMIT 10\"" in " ".join(cmd)
+    assert re.match(r'    tracekit sql --db \S+ "SELECT', cmd[0]) and " LIMIT 10\"" in " ".join(cmd)
     body = lines[k + 1 + len(cmd) + 2:]  # below the column names and their underline
     assert len(list(itertools.takewhile(lambda line: line.startswith("      ") and line.strip(), body))) == 5
 
@@ -863,7 +863,7 @@ def test_text_report_reads_in_blocks(stores):
     k = [i for i, line in enumerate(lines) if line.startswith("  evidence (idle_attribution")][1]
     cmd = list(itertools.takewhile(lambda line: line.startswith("    ") and not line.startswith("      "),
                                    lines[k + 1:]))
-    sql = " ".join(line.strip() for line in cmd).removeprefix('tracekit sql "').removesuffix('"')
+    sql = re.sub(r'^tracekit sql --db \S+ "', "", " ".join(line.strip() for line in cmd)).removesuffix('"')
     got = st.rows(sql)
     shown = [line.split() for line in lines[k + 1 + len(cmd) + 2:k + 1 + len(cmd) + 7]]
     assert [[int(x) for x in r[:4]] for r in shown] == [list(r[:4]) for r in got[:5]]

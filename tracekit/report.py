@@ -286,12 +286,12 @@ def _shape_roofline(p: _Plots, q: Query, src: dict) -> None:
     p.add("shape_roofline", f"Roofline from operator shapes — {_label(src)}", fig, height=460)
 
 
-def _evidence_html(e) -> str:
+def _evidence_html(e, db: str | None = None) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in e.columns)
     body = "".join("<tr>" + "".join(f"<td>{_e(cell(v))}</td>" for v in r) + "</tr>" for r in e.rows)
     more = f" (first {len(e.rows)} of {plural(e.total_rows, 'row')})" if e.total_rows > len(e.rows) else ""
     return (f"<details><summary>evidence: <code>{_e(e.view)}</code>{more}</summary>"
-            f"<pre>{_e(command(e.query))}</pre>"
+            f"<pre>{_e(command(e.query, db))}</pre>"
             f"<div class='tbl'><table><tr>{head}</tr>{body}</table></div></details>")
 
 
@@ -310,7 +310,7 @@ def _findings_html(d: Diagnosis) -> str:
             f"<span class='share'>{_e(share)}</span></div>"
             f"<div class='scope'>{_e(scope)}</div><p>{_e(f.summary)}</p>"
             f"<p class='remedy'><b>Remedy:</b> {_e(f.remedy)}</p>"
-            + "".join(_evidence_html(e) for e in f.evidence) + "</div>")
+            + "".join(_evidence_html(e, d.db) for e in f.evidence) + "</div>")
     return "\n".join(out)
 
 

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import textwrap
 
 from ..names import printable
+from ..store import DEFAULT_DB
 from .model import SEVERITIES, Diagnosis, Finding, fmt_ns, fmt_pct, plural
 
 # --------------------------------------------------------------------------------------------
 # text and markdown
 
 
-def command(query: str) -> str:
-    """The shell command that runs an evidence query, safe to paste into a POSIX shell: in double
-    quotes when nothing in it is special there (the usual case: SQL's own quotes are single),
-    else single-quoted (shlex), so a name inside it (backticks, $(...), quotes) never runs."""
+def db_option(db: str | None) -> str:
+    """`` --db STORE`` for a store that is not the default ``./tracekit.duckdb`` (the path
+    shell-quoted: spaces, quotes, ``$`` stay part of it), else nothing."""
+    if not db or os.path.normpath(db) == DEFAULT_DB:
+        return ""
+    return f" --db {shlex.quote(db)}"
+
+
+def command(query: str, db: str | None = None) -> str:
+    """The shell command that runs an evidence query, safe to paste into a POSIX shell: with
+    ``--db`` when the store is not the default one (``db_option``), the query in double quotes
+    when nothing in it is special there (the usual case: SQL's own quotes are single), else
+    single-quoted (shlex), so a name inside it (backticks, $(...), quotes) never runs."""
+    head = "tracekit sql" + db_option(db)
     if not any(c in query for c in '"`$\\!'):
-        return f'tracekit sql "{query}"'
-    return f"tracekit sql {shlex.quote(query)}"
+        return f'{head} "{query}"'
+    return f"{head} {shlex.quote(query)}"
 
 
 WIDTH = 100  # the text report's lines are at most this many columns
@@ -134,16 +146,22 @@ def _sql_words(query: str) -> list[str]:
     return words + ([cur] if cur else [])
 
 
-def command_lines(query: str, width: int, indent: str) -> list[str]:
+def command_lines(query: str, width: int, indent: str, db: str | None = None) -> list[str]:
     """The shell command of an evidence query (`command`), broken at the spaces outside SQL
     quotes into lines of at most `width` columns where it can be (the line breaks fall inside
-    the shell's double quotes: pasted into a shell, it is the same query)."""
-    cmd = command(query)
-    if not cmd.startswith('tracekit sql "'):  # single-quoted for the shell: kept on one line
+    the shell's double quotes, or after a long ``--db PATH`` as a backslash-newline: pasted
+    into a shell, it is the same command)."""
+    cmd, opt = command(query, db), db_option(db)
+    if not cmd.startswith(f'tracekit sql{opt} "'):  # single-quoted for the shell: kept on one line
         return [indent + cmd]
+    # the command up to the opening quote is one word: a line break outside the quotes would
+    # end the command in a shell; after a long --db it is a backslash-newline (the shell's own)
     words = _sql_words(query)
-    words = ["tracekit", "sql", '"' + words[0], *words[1:-1], words[-1] + '"'] if len(words) > 1 \
-        else ["tracekit", "sql", f'"{query}"']
+    words = ['"' + words[0], *words[1:-1], words[-1] + '"'] if len(words) > 1 else [f'"{query}"']
+    head = f"tracekit sql{opt}"
+    if opt and len(indent) + len(head) + 1 + len(words[0]) > width:
+        return [indent + head + " \\"] + [indent + line for line in _pack(words, width - len(indent), " ")]
+    words[0] = f"{head} {words[0]}"
     return [indent + line for line in _pack(words, width - len(indent), " ")]
 
 
@@ -185,7 +203,7 @@ def _head(f: Finding) -> str:
     return f"{f.severity.upper()} {f.code}{share}{time}" + (f"  [{label}]" if label else "")
 
 
-def _block(f: Finding, also: list[Finding], evidence: int, shown: dict) -> list[str]:
+def _block(f: Finding, also: list[Finding], evidence: int, shown: dict, db: str | None = None) -> list[str]:
     out = _wrap(_head(f), "    ", "")
     out += _wrap(f"{f.title}: {f.summary}", "  ")
     for a in also:
@@ -201,7 +219,7 @@ def _block(f: Finding, also: list[Finding], evidence: int, shown: dict) -> list[
             n = min(evidence, len(e.rows))  # what is printed below, of what the query gave
             more = f", first {n} of {plural(e.total_rows, 'row', '')}" if e.total_rows > n else ""
             out.append(f"  evidence ({e.view}{more}):")
-            out += command_lines(e.query, WIDTH, "    ")
+            out += command_lines(e.query, WIDTH, "    ", db)
             if e.rows:
                 out += ["      " + line for line in fit_table(e.columns, e.rows[:evidence], WIDTH - 6)]
     return out
@@ -234,7 +252,7 @@ def to_text(d: Diagnosis, evidence: int = 5) -> str:
             out.append("  no findings")
         shown = {}
         for f, also in merged(fs):
-            out += [""] + _block(f, also, evidence, shown)
+            out += [""] + _block(f, also, evidence, shown, d.db)
     if not d.findings:
         out += ["", "no findings"]
     n = {s: sum(1 for f in d.findings if f.severity == s) for s in SEVERITIES}
