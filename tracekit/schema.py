@@ -352,7 +352,8 @@ TABLES: tuple[Table, ...] = (
             C("category", STR, "Normalized category: `cpu_op`, `user_annotation`, "
               "`gpu_user_annotation`, `python_function`, `nvtx`, `nvtx_mark`, `osrt`, `instant`, "
               "`overhead`, `profiler`, or the lower-cased source category for anything else.",
-              "`cat` through an alias table (`Operator` → `cpu_op`, ...)",
+              "`cat` through an alias table (`Operator` → `cpu_op`, ...); `ProfilerStep#N` is "
+              "`user_annotation` whatever its cat (torch < 1.10 wrote `cpu_op`)",
               "NVTX_EVENTS ranges (eventType 59/60/70/71) → `nvtx`, marks (34) → `nvtx_mark`; "
               "OSRT_API (eventClass 27) → `osrt`; PROFILER_OVERHEAD and "
               "CUPTI_ACTIVITY_KIND_OVERHEAD → `overhead`; RUNTIME eventClass 67 → `cuda_backtrace`"),
