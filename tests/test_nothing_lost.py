@@ -406,6 +406,7 @@ def test_odd_stores_are_named_for_what_they_are(tmp_path, kind):
     one_line(code, err, "symbolic link loop" if kind == "loop" else "not a regular file")
 
 
+@pytest.mark.slow
 def test_non_utf8_names_are_one_line(tmp_path, store):
     bad = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.sqlite"))
     shutil.copyfile(need(NSYS), bad)
@@ -442,6 +443,7 @@ def test_an_nsys_export_a_writer_holds_is_said_locked(tmp_path):
 
 
 # -- 11. control characters reach the terminal escaped ---------------------------------------------
+@pytest.mark.slow
 def test_control_characters_in_names_are_escaped(tmp_path):
     evil = tmp_path / "run\x1b]0;owned\x07.sqlite"
     shutil.copyfile(need(NSYS), evil)

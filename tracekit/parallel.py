@@ -103,21 +103,35 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
     return out
 
 
-def _die_with_parent() -> None:
-    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a killed
-    `convert --jobs N` (kill -9) leaves no worker converting on, writing its private store for
-    seconds; the parent's next conversion removes what it left (`store._clean_stale`).  Elsewhere
-    the worker ends when its input closes, after its chunk."""
-    parent = int(os.environ.get("TRACEKIT_WORKER_PARENT") or os.getppid())  # (set by the parent: it may be gone already)
+def _prctl():
+    """libc's prctl (None where there is none), looked up before any fork: the child between
+    fork and exec only calls it (no import there)."""
     try:
         import ctypes
-        import signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the prctl
+        return None
+
+
+_PRCTL = _prctl() if sys.platform == "linux" else None
+
+
+def _set_parent_death_kill() -> None:
+    """PR_SET_PDEATHSIG = SIGKILL (9) for this process (Linux; kept across exec), else nothing."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9, 0, 0, 0)
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG, set
+    between fork and exec by the parent, `_Worker`, and again here): a killed `convert --jobs N`
+    (kill -9) leaves no worker converting on, writing its private store for seconds; the
+    parent's next conversion removes what it left (`store._clean_stale`).  Elsewhere the worker
+    ends when its input closes, after its chunk."""
+    parent = int(os.environ.get("TRACEKIT_WORKER_PARENT") or os.getppid())  # (the parent may be gone already)
+    _set_parent_death_kill()
+    if os.getppid() != parent:  # the parent died before the signal was set
         os._exit(1)
 
 
@@ -253,7 +267,8 @@ class _Worker:
 
     def __init__(self, env: dict, errfile):
         self.proc = subprocess.Popen([sys.executable, "-m", "tracekit.parallel"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=errfile, env=env)
+                                     stdout=subprocess.PIPE, stderr=errfile, env=env,
+                                     preexec_fn=_set_parent_death_kill if _PRCTL is not None else None)
         self.buf = b""
         self.tasks: list[int] = []
         self.closed = False
