@@ -161,7 +161,8 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
                 except Exception as e:  # a bug, not bad input: still one line, and say so
                     if os.environ.get("TRACEKIT_DEBUG"):
                         raise
-                    click.echo(f"tracekit: error: {error_line(p, e)}", err=True)
+                    # (the store's hidden working copy named as the store)
+                    click.echo(f"tracekit: error: {error_line(p, e).replace(store.path, str(db))}", err=True)
                     failed += 1
                     continue
                 record(store, summary.source_id, fp)
@@ -172,9 +173,16 @@ def convert(inputs, db, replace, parquet_dir, partitioned, fmt, rank, strict, al
     except StoreError as e:
         _fail(str(e))
     except OSError as e:
-        _fail(os_error_line(e, db))
+        _fail(os_error_line(_as_store(e, db), db))
     if failed:
         sys.exit(2)
+
+
+def _as_store(e: OSError, db) -> OSError:
+    """An error about the store's hidden working copy (``.NAME.tmp-PID``) said of the store."""
+    if e.filename is not None and Path(str(e.filename)).name.startswith(f".{Path(db).name}.tmp-"):
+        e.filename = str(db)
+    return e
 
 
 def _expand_directories(inputs) -> list[Path]:
@@ -328,7 +336,7 @@ def _convert_parallel(inputs, db, replace, parquet_dir, partitioned, fmt, rank, 
     except StoreError as e:
         _fail(str(e))
     except OSError as e:
-        _fail(os_error_line(e, db))
+        _fail(os_error_line(_as_store(e, db), db))
     if failed:
         sys.exit(2)
 

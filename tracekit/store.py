@@ -884,46 +884,87 @@ def _shown(path) -> str:
     return shown(path)
 
 
+class _WriterCheck:
+    """`_no_other_writer`'s handle: the store file's mode (None: no store yet) and its shared lock."""
+
+    def __init__(self, path: Path, mode: int | None, fd: int | None):
+        self.path, self.mode, self.fd = path, mode, fd
+
+    def lock(self) -> None:
+        """Take (again) a shared lock on the store file, as DuckDB's read-only connections do (a
+        POSIX record lock: any close of the file in this process drops it, e.g. copying it), or
+        raise StoreError naming the process that holds it for writing."""
+        if self.fd is None:
+            return
+        import fcntl
+        import struct
+
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EAGAIN):
+                return  # (no locks on this file system: nothing to learn)
+        pid = None
+        try:  # F_GETLK: who holds it (struct flock: type, whence, start, len, pid)
+            got = fcntl.fcntl(self.fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0) + bytes(4))
+            pid = struct.unpack("hhqqi", got[:struct.calcsize("hhqqi")])[4]
+        except (OSError, struct.error):
+            pass
+        raise StoreError(f"{_shown(self.path)}: is open for writing by another process"
+                         + (f" (PID {pid})" if pid and pid > 0 else "")
+                         + "; close it there (or wait for it to finish), then convert again")
+
+
 @contextmanager
 def _no_other_writer(path: Path, replace: bool):
     """Refuse a conversion into a store that another process holds open for writing (DuckDB's
-    lock on the file): the conversion would replace the file under it, and its later writes would
-    be lost.  A read-only connection is held meanwhile, so no such process can open it for
-    writing until the new store is in place.  Yields the store file's mode (None: no store yet),
-    which the new store keeps."""
+    lock on the file): the conversion would replace the file under it, and its later writes
+    would be lost.  A shared lock is held meanwhile (`_WriterCheck.lock`, taken again after the
+    store is copied), so no DuckDB can open it for writing until the new store is in place.
+    With ``replace``, a DuckDB file that is not a tracekit store is refused (never deleted)."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        size = os.path.getsize(path)
+        st = os.stat(path)
     except OSError:
-        yield None
+        yield _WriterCheck(path, None, None)
         return
-    con = None
-    if size:
+    fd = None
+    if st.st_size:
         try:
-            con = duckdb.connect(str(path), read_only=True, config=_NO_EXTENSIONS)
-        except duckdb.Error as e:
-            text = str(e)
-            if "lock" in text.lower():
-                pid = re.search(r"\(PID (\d+)\)", text)
-                raise StoreError(f"{path}: is open for writing by another process"
-                                 + (f" (PID {pid.group(1)})" if pid else "")
-                                 + "; close it there (or wait for it to finish), then convert again") from None
-            # not openable otherwise (damaged, another tool's file): the checks after say so
-        if con is not None and replace:
-            try:
-                is_store = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = "
-                                       "current_database() AND table_name = 'tracekit_meta'").fetchall()[0][0]
-            except duckdb.Error:
-                is_store = 1
-            if not is_store:
-                con.close()
-                raise StoreError(f"{path}: is a DuckDB database that is not a tracekit store (no "
-                                 "tracekit_meta table); refusing to replace it: choose another --db")
+            import fcntl  # noqa: F401 (POSIX only)
+
+            fd = os.open(path, os.O_RDONLY)
+        except (ImportError, OSError):
+            fd = None
+    check = _WriterCheck(path, stat.S_IMODE(st.st_mode), fd)
     try:
-        yield mode
+        check.lock()
+        if replace and st.st_size:
+            _check_is_store(path)
+        yield check
     finally:
-        if con is not None:
-            con.close()
+        if fd is not None:
+            os.close(fd)
+
+
+def _check_is_store(path: Path) -> None:
+    """--replace deletes the file at the store's path: a DuckDB database without tracekit's
+    tables is someone's data, refused.  (A file DuckDB cannot open -- a damaged store -- may be
+    replaced.)"""
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=dict(_NO_EXTENSIONS))
+    except duckdb.Error:
+        return
+    try:
+        is_store = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                               "AND table_name = 'tracekit_meta'").fetchall()[0][0]
+    except duckdb.Error:
+        is_store = 1
+    finally:
+        con.close()
+    if not is_store:
+        raise StoreError(f"{_shown(path)}: is a DuckDB database that is not a tracekit store (no "
+                         "tracekit_meta table); refusing to replace it: choose another --db")
 
 
 @contextmanager
@@ -1215,7 +1256,7 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
     _check_path(path)
     if replace and path.exists():
         _check_replaceable(path)
-    with _locked(path), _no_other_writer(path, replace) as mode:
+    with _locked(path), _no_other_writer(path, replace) as other:
         _clean_stale(path)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         for p in (tmp, Path(f"{tmp}.wal")):
@@ -1225,6 +1266,7 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
                 shutil.copyfile(path, tmp)
                 if Path(f"{path}.wal").exists():
                     shutil.copyfile(f"{path}.wal", f"{tmp}.wal")
+                other.lock()  # (copying closed the file: the lock is taken again, or a writer came)
             except BaseException as e:  # (a full disk: no partial copy left behind)
                 for p in (tmp, Path(f"{tmp}.wal")):
                     p.unlink(missing_ok=True)
@@ -1261,8 +1303,8 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
         finally:
             st.close()
             if ok:
-                if mode is not None:
-                    os.chmod(tmp, mode)  # the store keeps its file mode
+                if other.mode is not None:
+                    os.chmod(tmp, other.mode)  # the store keeps its file mode
                 os.replace(tmp, path)
                 Path(f"{path}.wal").unlink(missing_ok=True)
                 if persist:  # its copies are this tracekit's: written now, or the template's
