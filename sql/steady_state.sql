@@ -1,14 +1,31 @@
 -- steady_state: per GPU, the capture's steady state (first to last repeated step) and its start-up / tear-down.
 --
--- Definition: a *step* is an instance (`phase_instances`) of a repeated phase: an NVTX range or
--- record_function name ('#N' dropped, so ProfilerStep#3 is phase ProfilerStep) with at least
--- min_step_repeats instances (parameter, default 3) that launched GPU work, in the source. The
--- steady window of a source is [start of its first step, end of its last step's window]
--- (`phase_instances.window_end_ns`: the step's host end or the end of its last GPU op, whichever
--- is later). What lies before is start-up (model loading, copies of the weights, first-call
+-- Definition: a *step* is, in this order of precedence:
+-- 1. ranges ('steps'): an instance (`phase_instances`) of a repeated phase: an NVTX range or
+--    record_function name ('#N' dropped, so ProfilerStep#3 is phase ProfilerStep), not a
+--    library's own range (`tk_is_library_range` on the range's domain and name: NCCL's, cuDNN's,
+--    cuBLAS's and nvFuser's ranges, torch's nccl:*, Optimizer.step#*, DataLoader, DDP and
+--    torch.compile ranges, ...), with at least min_step_repeats instances (parameter, default 3)
+--    that launched GPU work, in the source. The steady window of the source is [start of its
+--    first step, end of its last step's window] (`phase_instances.window_end_ns`: the step's host
+--    end or the end of its last GPU op, whichever is later).
+-- 2. the kernel sequence ('kernels'), on a device of a source without such ranges: its kernels in
+--    start order (then stream, name) are numbered 1..n; a kernel name *recurs at distance d* when
+--    its next kernel of the same name is d kernels later. The period P is the longest d at which
+--    some name recurs at least min_step_repeats - 1 times, those recurrences covering at least
+--    half of the kernels from that name's first occurrence on (n_recurrences x d >= (n - first
+--    + 1) / 2); the anchor is the name recurring at distance P first (then by name). A step is
+--    an occurrence of the anchor followed by the next one P kernels later, or the last
+--    occurrence when it came P kernels after the one before and P kernels follow it; with at
+--    least min_step_repeats steps the window reaches from the first step's anchor back over the
+--    kernels whose name the kernel P later has too, and from the last step's P-th kernel on over
+--    the kernels whose name the kernel P before has: [start of the first of those kernels,
+--    latest end of them]. Start-up is what precedes the first repetition of the sequence,
+--    tear-down what follows its last.
+-- What lies before the window is start-up (model loading, copies of the weights, first-call
 -- initialisation and warm-up, NCCL set-up), what lies after tear-down; neither is steady-state
--- behaviour, and `tracekit diagnose` judges the steady window. A source without repeated steps
--- has method 'whole': the window is the whole device window, as `gpu_utilization`'s.
+-- behaviour, and `tracekit diagnose` judges the steady window. A device with neither has method
+-- 'whole': the window is the whole device window, as `gpu_utilization`'s.
 -- Per device, the window is that steady window clipped to the device's activity window
 -- [first op start, last op end] (`gpu_utilization`), and:
 --   busy_ns           = length of (window ∩ `gpu_busy` periods)
@@ -34,9 +51,10 @@
 -- Columns:
 --   source_id              INTEGER  the source
 --   device_id              INTEGER  GPU index
---   method                 VARCHAR  'steps' (repeated steps found) or 'whole'
---   step_phases            VARCHAR  the repeated phases, comma-separated (NULL for 'whole')
---   steps                  BIGINT   their instances
+--   method                 VARCHAR  'steps' (repeated ranges), 'kernels' (a repeated kernel sequence) or 'whole'
+--   step_phases            VARCHAR  'steps': the repeated phases, comma-separated; 'kernels': 'kernel sequence
+--                                   of P kernels from <anchor short_name>'; NULL for 'whole'
+--   steps                  BIGINT   the steps (phase instances, or repetitions of the sequence)
 --   window_start_ns        BIGINT   steady window start on this device, ns
 --   window_end_ns          BIGINT   steady window end, ns
 --   window_ns              BIGINT   window_end_ns - window_start_ns
@@ -64,25 +82,95 @@
 --   startup_compile_calls  BIGINT   code-loading calls of the source started before the window
 --   startup_compile_ns     BIGINT   their summed duration, ns
 CREATE OR REPLACE VIEW steady_state AS
-WITH rep AS (  -- the repeated phases of each source
+WITH inst AS (  -- the instances of phases that launched GPU work, libraries' own ranges left out
+    SELECT i.source_id, i.phase, i.start_ns, i.window_end_ns
+    FROM phase_instances i
+    JOIN events e ON e.source_id = i.source_id AND e.event_id = i.event_id
+    WHERE i.gpu_ops > 0 AND NOT tk_is_library_range(e.domain, i.name)
+),
+rep AS (  -- the repeated phases of each source
     SELECT source_id, phase
-    FROM phase_instances WHERE gpu_ops > 0
+    FROM inst
     GROUP BY ALL HAVING count(*) >= coalesce(getvariable('min_step_repeats'), 3)
 ),
 steps AS (
     SELECT i.source_id, string_agg(DISTINCT i.phase, ',' ORDER BY i.phase) AS step_phases,
            count(*) AS steps, min(i.start_ns) AS s, max(i.window_end_ns) AS e
-    FROM phase_instances i JOIN rep USING (source_id, phase)
-    WHERE i.gpu_ops > 0
+    FROM inst i JOIN rep USING (source_id, phase)
     GROUP BY i.source_id
 ),
+seq AS MATERIALIZED (  -- the kernel sequence of each device of a source without repeated ranges
+    SELECT k.source_id, k.device_id, k.name, k.short_name, k.start_ns, k.end_ns,
+           row_number() OVER (PARTITION BY k.source_id, k.device_id ORDER BY k.start_ns, k.stream_id, k.name) AS i
+    FROM kernels k
+    LEFT JOIN steps st ON st.source_id = k.source_id
+    WHERE st.source_id IS NULL
+),
+occ AS (  -- each kernel with the distance, in kernels, to the next and from the previous of its name
+    SELECT source_id, device_id, name, short_name, i,
+           lead(i) OVER (PARTITION BY source_id, device_id, name ORDER BY i) - i AS nxt,
+           i - lag(i) OVER (PARTITION BY source_id, device_id, name ORDER BY i) AS prv
+    FROM seq
+),
+tot AS (SELECT source_id, device_id, max(i) AS n FROM seq GROUP BY ALL),
+rec AS (  -- per name and distance: how often the name recurs at that distance, from where
+    SELECT source_id, device_id, name, nxt AS d, count(*) AS times, min(i) AS first_i
+    FROM occ WHERE nxt IS NOT NULL
+    GROUP BY ALL
+),
+anchor AS (  -- the period (the longest distance that qualifies) and the name that recurs at it first
+    SELECT source_id, device_id, name, d FROM (
+        SELECT r.source_id, r.device_id, r.name, r.d,
+               row_number() OVER (PARTITION BY r.source_id, r.device_id ORDER BY r.d DESC, r.first_i, r.name) AS rk
+        FROM rec r JOIN tot t ON t.source_id = r.source_id AND t.device_id = r.device_id
+        WHERE r.times >= coalesce(getvariable('min_step_repeats'), 3) - 1
+          AND 2 * r.times * r.d >= t.n - r.first_i + 1)
+    WHERE rk = 1
+),
+kspan AS (  -- the anchor's occurrences that start a step
+    SELECT o.source_id, o.device_id, a.d, any_value(o.short_name) AS short_name, count(*) AS steps,
+           min(o.i) AS i0, max(o.i) + a.d - 1 AS i1
+    FROM occ o
+    JOIN anchor a ON a.source_id = o.source_id AND a.device_id = o.device_id AND a.name = o.name
+    JOIN tot t ON t.source_id = o.source_id AND t.device_id = o.device_id
+    WHERE o.nxt = a.d OR (o.nxt IS NULL AND o.prv = a.d AND o.i + a.d - 1 <= t.n)
+    GROUP BY o.source_id, o.device_id, a.d
+    HAVING count(*) >= coalesce(getvariable('min_step_repeats'), 3)
+),
+reach AS (  -- how far the repetition reaches before the first step and after the last: back
+             -- while a kernel has the name of the kernel P later, on while it has the name P before
+    SELECT p.source_id, p.device_id,
+           coalesce(max(q.i) FILTER (WHERE q.i < p.i0 AND b.name IS DISTINCT FROM q.name), 0) + 1 AS j0,
+           coalesce(min(q.i) FILTER (WHERE q.i > p.i1 AND f.name IS DISTINCT FROM q.name), max(t.n) + 1) - 1 AS j1
+    FROM kspan p
+    JOIN tot t ON t.source_id = p.source_id AND t.device_id = p.device_id
+    JOIN seq q ON q.source_id = p.source_id AND q.device_id = p.device_id AND (q.i < p.i0 OR q.i > p.i1)
+    LEFT JOIN seq b ON b.source_id = q.source_id AND b.device_id = q.device_id AND b.i = q.i + p.d
+    LEFT JOIN seq f ON f.source_id = q.source_id AND f.device_id = q.device_id AND f.i = q.i - p.d
+    GROUP BY p.source_id, p.device_id
+),
+ksteps AS (  -- the steady window of the kernel sequence
+    SELECT p.source_id, p.device_id, p.steps,
+           'kernel sequence of ' || p.d || ' kernels from ' || coalesce(p.short_name, '?') AS step_phases,
+           min(q.start_ns) AS s, max(q.end_ns) AS e
+    FROM kspan p
+    LEFT JOIN reach r ON r.source_id = p.source_id AND r.device_id = p.device_id
+    JOIN seq q ON q.source_id = p.source_id AND q.device_id = p.device_id
+              AND q.i >= coalesce(r.j0, p.i0) AND q.i <= coalesce(r.j1, p.i1)
+    GROUP BY p.source_id, p.device_id, p.steps, p.d, p.short_name
+),
 w AS (
-    SELECT u.source_id, u.device_id, CASE WHEN st.source_id IS NULL THEN 'whole' ELSE 'steps' END AS method,
-           st.step_phases, st.steps, u.window_start_ns AS device_start_ns, u.window_end_ns AS device_end_ns,
-           greatest(u.window_start_ns, coalesce(st.s, u.window_start_ns)) AS ws,
-           greatest(greatest(u.window_start_ns, coalesce(st.s, u.window_start_ns)),
-                    least(u.window_end_ns, coalesce(st.e, u.window_end_ns))) AS we
-    FROM gpu_utilization u LEFT JOIN steps st USING (source_id)
+    SELECT u.source_id, u.device_id,
+           CASE WHEN st.source_id IS NOT NULL THEN 'steps' WHEN ks.source_id IS NOT NULL THEN 'kernels'
+                ELSE 'whole' END AS method,
+           coalesce(st.step_phases, ks.step_phases) AS step_phases, coalesce(st.steps, ks.steps) AS steps,
+           u.window_start_ns AS device_start_ns, u.window_end_ns AS device_end_ns,
+           greatest(u.window_start_ns, coalesce(st.s, ks.s, u.window_start_ns)) AS ws,
+           greatest(greatest(u.window_start_ns, coalesce(st.s, ks.s, u.window_start_ns)),
+                    least(u.window_end_ns, coalesce(st.e, ks.e, u.window_end_ns))) AS we
+    FROM gpu_utilization u
+    LEFT JOIN steps st USING (source_id)
+    LEFT JOIN ksteps ks ON ks.source_id = u.source_id AND ks.device_id = u.device_id
 ),
 busy AS (
     SELECT w.source_id, w.device_id,

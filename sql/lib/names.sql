@@ -1,4 +1,4 @@
--- lib/names: what a name or a row says: phase of a range, graph launch or span, communication kernel, kernel type.
+-- lib/names: what a name or a row says: phase of a range, library range, graph launch or span, communication kernel, kernel type.
 --
 -- tk_phase(name) -> VARCHAR
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
@@ -19,6 +19,29 @@
 --   name starts with 'aten::'. emit_nvtx writes record_function ranges the same way
 --   ('prefill, op_id = 3777'), so under nsys --pytorch those are op ranges too: mark phases with
 --   NVTX ranges (torch.cuda.nvtx.range) there.
+--
+-- tk_is_library_range(domain, name) -> BOOLEAN
+--   a range a library writes about its own work, never a step of the program (steady_state
+--   looks for steps among the other ranges). The one table of such ranges (RE2, on the `events`
+--   row's domain and name; any one matches):
+--     NVTX domain  NCCL, RCCL, cuDNN, cuBLAS, cuBLASLt, nvFuser, NVSHMEM (any case)
+--     NCCL / RCCL  API ranges (in their domain, or in none where the domain's creation row is
+--                  missing): ^(nccl|rccl)[A-Z] -- ncclGroupEnd, ncclSend, ncclAllReduce
+--     cuDNN, cuBLAS  API ranges ^(cudnn|cublas|cublasLt)[A-Z] -- cudnnConvolutionForward,
+--                  cublasGemmEx, cublasLtMatmul
+--     nvFuser      FUSER_PERF_SCOPE ranges, in the default domain:
+--                  ^(FusionExecutorCache|FusionKernelRuntime|ExecutorDispatch|KernelExecutor|
+--                  ExprEvalExecutor|HostIrExecutor|ExpressionEvaluator|ExecutorRunFusion|
+--                  fusion_executor|executor_utils)(::|$) -- ExecutorDispatch::run2,
+--                  FusionExecutorCache::runFusionWithInputs, KernelExecutor::runFusion
+--     torch        its own record_function ranges: ^(nccl|gloo|mpi|ucc): (nccl:all_reduce),
+--                  ^c10d::, record_param_comms, ^Optimizer\.(step|zero_grad)#
+--                  (Optimizer.step#AdamW.step), ^enumerate\(DataLoader\)#,
+--                  ^(DistributedDataParallel|FullyShardedDataParallel)\., torch.compile's
+--                  ^(Torch-Compiled Region|TorchDynamo Cache Lookup|CompiledFunction|## Call
+--                  CompiledFxGraph); its emit_nvtx / nsys --pytorch operator ranges are
+--                  tk_is_op_range, never phases at all
+--     DLProf / PyProf  per-operator markers: ^\{'(traceMarker|mod)':
 --
 -- tk_is_graph_launch(api_name) -> BOOLEAN
 --   the call launches a whole CUDA / HIP graph: cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch
@@ -98,6 +121,17 @@ CREATE OR REPLACE MACRO tk_is_op_range(category, name) AS
 CREATE OR REPLACE MACRO tk_is_phase_range(category, is_instant, name) AS
     (category IN ('user_annotation', 'nvtx') AND NOT coalesce(is_instant, false)
      AND NOT tk_is_op_range(category, name));
+
+CREATE OR REPLACE MACRO tk_is_library_range(domain, name) AS
+    (coalesce(regexp_matches(domain, '(?i)^(nccl|rccl|cudnn|cublas|cublaslt|nvfuser|nvshmem)$'), false)
+     OR coalesce(regexp_matches(name,
+            '^((nccl|rccl|cudnn|cublas|cublasLt)[A-Z]'
+            || '|(FusionExecutorCache|FusionKernelRuntime|ExecutorDispatch|KernelExecutor|ExprEvalExecutor'
+            || '|HostIrExecutor|ExpressionEvaluator|ExecutorRunFusion|fusion_executor|executor_utils)(::|$)'
+            || '|(nccl|gloo|mpi|ucc):|c10d::|record_param_comms$|Optimizer\.(step|zero_grad)#'
+            || '|enumerate\(DataLoader\)#|(DistributedDataParallel|FullyShardedDataParallel)\.'
+            || '|Torch-Compiled Region|TorchDynamo Cache Lookup|CompiledFunction|## Call CompiledFxGraph'
+            || '|\{''(traceMarker|mod)'':)'), false));
 
 CREATE OR REPLACE MACRO tk_is_graph_launch(api_name) AS
     coalesce(regexp_matches(api_name, '^(cuda|cu|hip)GraphLaunch'), false);
