@@ -24,7 +24,7 @@ import html
 import math
 
 from . import __version__
-from .diagnose import CODES, IDLE_CAUSES, Diagnosis, Query, cell, command, fmt_ns, fmt_pct
+from .diagnose import IDLE_CAUSES, Diagnosis, Query, cell, command, fmt_ns, fmt_pct
 from .names import plural
 
 CAUSE_COLORS = {"host_wait": "#d62728", "sync_wait": "#9467bd", "runtime_compile": "#8c564b", "kernel_wait": "#ff7f0e",
@@ -306,7 +306,7 @@ def _findings_html(d: Diagnosis) -> str:
         out.append(
             f"<div class='finding' data-code='{_e(f.code)}' style='border-left-color:{SEV_COLORS[f.severity]}'>"
             f"<div class='fhead'><span class='sev' style='background:{SEV_COLORS[f.severity]}'>{_e(f.severity)}</span>"
-            f"<code>{_e(f.code)}</code> <b>{_e(CODES.get(f.code, f.code))}</b>"
+            f"<code>{_e(f.code)}</code> <b>{_e(f.title)}</b>"
             f"<span class='share'>{_e(share)}</span></div>"
             f"<div class='scope'>{_e(scope)}</div><p>{_e(f.summary)}</p>"
             f"<p class='remedy'><b>Remedy:</b> {_e(f.remedy)}</p>"

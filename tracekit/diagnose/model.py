@@ -71,7 +71,8 @@ THRESHOLDS: dict[str, Threshold] = {
                "op are kernel_wait", view_param=True),
     "min_step_repeats": Threshold(
         3, "view parameter of steady_state: a phase with at least this many instances is a repeated "
-           "step; the window judged is from the first to the last step (start-up and tear-down "
+           "step (libraries' own ranges are not; without such a phase, a kernel sequence repeated this "
+           "many times); the window judged is from the first to the last step (start-up and tear-down "
            "apart)", view_param=True),
     "tiny_kernel_ns": Threshold(
         10000, "view parameter of launch_summary: kernels shorter than this are tiny", view_param=True),
@@ -87,6 +88,9 @@ THRESHOLDS: dict[str, Threshold] = {
         85, "memory_pressure when a GPU's memory peak (memory_peaks, scope 'device': the higher of "
             "reserved and allocated) reaches this % of its memory (severity medium) ..."),
     "mem_peak_high_pct": Threshold(95, "... and severity high from this %"),
+    "mem_alloc_pct": Threshold(
+        1, "memory_pressure for driver allocator calls (cudaMalloc / cudaFree ...) inside the repeated "
+           "steps only when their host time is at least this % of the steady window"),
     "mem_frag_gib": Threshold(
         2, "memory_pressure (low) when torch's caching allocator reserved at least this many GiB "
            "(and a quarter of its reserve) more than it ever had in use"),
@@ -98,10 +102,10 @@ THRESHOLDS: dict[str, Threshold] = {
 
 CODES = {
     "low_utilization": "The GPU sits idle most of the time",
-    "launch_bound": "The GPU waits for the CPU to launch many short kernels",
+    "launch_bound": "The GPU waits while the CPU launches kernels",
     "host_bound": "The GPU waits for the CPU between kernels",
     "sync_stall": "The host blocks in synchronizing calls and the GPU drains",
-    "runtime_compile": "The GPU waits while the host loads or compiles GPU code (a new kernel per shape)",
+    "runtime_compile": "The GPU waits while the host loads or compiles GPU code",
     "startup": "Start-up and tear-down outside the repeated steps (not judged)",
     "input_bound": "The GPU waits for the input pipeline",
     "host_untraced": "The GPU waits while the host runs code no profiler traced",
@@ -109,13 +113,14 @@ CODES = {
     "rank_wait": "The GPU waits while the host waits for other ranks",
     "unattributed": "The GPU idles, and the launches after the gaps are not in the trace",
     "transfer_bound": "Memory copies take GPU time that compute does not hide",
-    "hot_kernel": "One kernel takes most of the GPU time",
+    "hot_kernel": "One kernel takes most of the kernel time",
     "memory_bound": "An ncu-profiled kernel is memory-bound",
     "compute_bound": "An ncu-profiled kernel is compute-bound",
     "latency_bound": "An ncu-profiled kernel is latency-bound: neither memory nor compute is busy",
     "roofline": "Where each phase sits against the GPU's roofs, from the shapes of its operators",
-    "memory_pressure": "GPU memory: the peak is near the device's size, or the allocator works on the hot path",
-    "low_overlap": "Communication is not overlapped with compute",
+    "memory_pressure": "GPU memory: a peak near the device's size, an allocator reserve much larger than its use, "
+                       "or driver allocations inside the repeated steps (each finding's title says which)",
+    "low_overlap": "Communication is mostly not overlapped with compute",
     "rank_imbalance": "Ranks arrive at collectives at different times; the others wait",
     "no_gpu_data": "The trace has no GPU activity",
 }
@@ -267,10 +272,11 @@ class Finding:
     metrics: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, dict[str, Any]] | None = None
     evidence: list[Evidence] = field(default_factory=list)
+    headline: str | None = None  # what this finding's evidence shows, where the code's title says more
 
     @property
     def title(self) -> str:
-        return CODES.get(self.code, self.code)
+        return self.headline or CODES.get(self.code, self.code)
 
     @property
     def key(self) -> tuple:

@@ -224,7 +224,7 @@ class _Rules:
 
     def startup(self, s: Scope) -> Finding | None:
         st = s.steady
-        if s.phase is not None or not st or st["method"] != "steps":
+        if s.phase is not None or not st or st["method"] == "whole":
             return None
         out_ns = (st["startup_ns"] or 0) + (st["teardown_ns"] or 0)
         dev_ns = st["device_end_ns"] - st["device_start_ns"]
@@ -389,19 +389,25 @@ class _Rules:
 
     def memory_pressure(self, s: Scope) -> Finding | None:
         """Device memory: the peak near the GPU's size, memory the allocator holds but does not use,
-        and the allocator calling the driver (cudaMalloc / cudaFree) inside the repeated steps."""
+        and the allocator calling the driver (cudaMalloc / cudaFree) inside the repeated steps.
+        Each part needs its own evidence over its threshold; the finding's title names only the
+        parts found."""
         q, th = self.q, self.th
         sid, dev = s.source_id, s.device_id
-        if not q.has("memory_peaks"):
-            return None
-        pk = q.dicts(f"""SELECT allocator, peak_allocated_bytes, peak_reserved_bytes, pct_of_device, peak_ns, top_ops
-                         FROM memory_peaks WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev}
-                         ORDER BY allocator = 'pytorch' DESC""")
-        parts, sev, metrics, evidence = [], [], {}, []
+        parts, heads, sev, metrics, evidence = [], [], [], {}, []
+        share = time_ns = of_ns = None
         gib = 2 ** 30
+        torch_alloc = False
+        if q.has("memory_peaks"):
+            pk = q.dicts(f"""SELECT allocator, peak_allocated_bytes, peak_reserved_bytes, pct_of_device, peak_ns, top_ops
+                             FROM memory_peaks WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev}
+                             ORDER BY allocator = 'pytorch' DESC""")
+        else:
+            pk = []
         if pk:
             p = pk[0]
             pct = p["pct_of_device"]
+            torch_alloc = p["allocator"] == "pytorch"
             metrics.update({"allocator": p["allocator"], "peak_allocated_bytes": p["peak_allocated_bytes"],
                             "peak_reserved_bytes": p["peak_reserved_bytes"], "pct_of_device": pct})
             if pct is not None and pct >= th["mem_peak_pct"]:
@@ -409,13 +415,15 @@ class _Rules:
                 parts.append(f"peak {max(p['peak_reserved_bytes'] or 0, p['peak_allocated_bytes'] or 0) / gib:.4g} GiB = "
                              f"{fmt_pct(pct)} of the GPU's memory ({p['allocator']} allocator)"
                              + (f"; allocated inside the trace and live at the peak: {top}" if top else ""))
+                heads.append(f"GPU memory peak at {fmt_pct(pct)} of the device's size")
                 sev.append("high" if pct >= th["mem_peak_high_pct"] else "medium")
             frag = (p["peak_reserved_bytes"] or 0) - (p["peak_allocated_bytes"] or 0)
-            if p["allocator"] == "pytorch" and frag >= th["mem_frag_gib"] * gib \
+            if torch_alloc and frag >= th["mem_frag_gib"] * gib \
                     and frag >= 0.25 * (p["peak_reserved_bytes"] or 1):
                 parts.append(f"the caching allocator reserved {frag / gib:.3g} GiB more than it ever had in use "
                              f"({fmt_pct(100 * frag / p['peak_reserved_bytes'])} of its peak reserve: fragmentation "
                              "or a cache kept from earlier shapes)")
+                heads.append("the caching allocator reserves much more memory than it uses")
                 sev.append("low")
             evidence.append(q.evidence("memory_peaks", f"""
                 SELECT scope, phase, allocator, allocated_at_start, allocated_at_end, peak_allocated_bytes,
@@ -434,25 +442,31 @@ class _Rules:
             n = sum(c["calls"] for c in calls)
             host = sum(c["host_ns"] or 0 for c in calls)
             frees = sum(c["calls"] for c in calls if "Free" in c["name"])
+            churn_share = _pct(host, s.window_ns)
             # churn: the pool gives memory back (a free), or grows again and again (a call per
-            # step); one growth while the first steps find their working set is not churn
-            if frees or n >= st["steps"]:
-                share = _pct(host, s.window_ns)
+            # step); one growth while the first steps find their working set is not churn; and
+            # only when its host time is a share of the window worth a finding
+            if (frees or n >= st["steps"]) and (churn_share or 0) >= th["mem_alloc_pct"]:
                 names = ", ".join(f"{c['calls']} {c['name']}" for c in calls)
+                who = ("the caching allocator gives memory back and takes it again on the hot path" if torch_alloc
+                       else "device memory is allocated or freed through the driver on the hot path")
                 parts.append(f"{plural(n, 'driver allocator call')} ({names}) "
                              f"inside the {st['steps']} repeated steps, {fmt_ns(host)} of host time "
-                             f"({fmt_pct(share)} of the window): the caching allocator gives memory back and "
-                             "takes it again on the hot path")
-                sev.append(_severity(share, th) if share is not None else "low")
+                             f"({fmt_pct(churn_share)} of the window): {who}")
+                heads.append(f"{plural(n, 'driver allocator call')} inside the repeated steps "
+                             f"({fmt_pct(churn_share)} of the window)")
+                sev.append(_severity(churn_share, th))
+                share, time_ns, of_ns = churn_share, host, s.window_ns
                 metrics.update({"steady_allocator_calls": n, "steady_allocator_ns": host})
                 evidence.append(q.evidence("api_calls", aq))
         if not parts:
             return None
         order = {x: i for i, x in enumerate(SEVERITIES)}
+        head = "; ".join(heads)
         return self.finding(
-            "memory_pressure", None, None, None, s, "; ".join(parts),
+            "memory_pressure", share, time_ns, of_ns, s, "; ".join(parts),
             severity=min(sev, key=order.get), source_id=sid, device_id=dev, phase=None,
-            metrics=metrics, evidence=evidence)
+            metrics=metrics, evidence=evidence, headline=head[:1].upper() + head[1:])
 
     def ncu_only_bounds(self, sid: int, unmatched: bool = False) -> list[Finding]:
         """An ncu source with no timeline in the store: classify its kernels by ncu's own time.
