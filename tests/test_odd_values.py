@@ -125,6 +125,7 @@ def _edit_ncu_raw(src: Path, dst: Path) -> tuple[int, dict[str, int]]:
     return sum(by.values()), by
 
 
+@pytest.mark.slow
 def test_ncu_nan_and_inf_are_null_counted_and_diagnose_runs(tmp_path):
     """Issue 49 item 12.  Before: the cells were stored as DOUBLE NaN / inf; a NaN compares
     greater than every threshold, so kernel_bounds called the all-NaN result compute-bound, and
@@ -258,6 +259,7 @@ def b1_reference(tmp_path_factory) -> dict[str, int]:
     return _rows(db)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("indent", [None, 1])
 def test_kineto_python_json_dump_nan_tokens_are_null_counted(tmp_path, indent, b1_reference):
     """Issue 49 item 13.  Before: one such token rejected the whole file with "invalid JSON (JSON
@@ -276,6 +278,7 @@ def test_kineto_python_json_dump_nan_tokens_are_null_counted(tmp_path, indent, b
     assert one(db, "select total_memory_bytes, name from devices") == [(None, "NVIDIA H200")]
 
 
+@pytest.mark.slow
 def test_kineto_nan_tokens_in_torch_layout_streamed_in_chunks(tmp_path, monkeypatch, b1_reference):
     """The torch.profiler layout (one event per few lines, converted while read, chunk by chunk):
     NaN in 3 kernels' args and -Infinity as one op's dur, edited into the real text, read with
@@ -313,6 +316,11 @@ def test_kineto_other_bad_token_names_token_and_field(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "invalid JSON" in lines[0] and '"dur": nan' in lines[0], lines
+    # a NaN before it (accepted) does not hide it: the line names the lower-case one
+    k = text.index('"dur": ', j)
+    src.write_text(text[:i] + '"dur": NaN' + text[j:k] + '"dur": nan' + text[text.index(",", k):])
+    r = tk("convert", src, "--db", tmp_path / "x.duckdb", "--replace")
+    assert r.returncode == 2 and '"dur": nan' in r.stderr and "NaN" not in r.stderr, r.stderr
 
 
 # -- 14: a text value of many megabytes -------------------------------------------------------------

@@ -68,6 +68,8 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             elif name in GPU_TABLES:
                 gpu.append((name, batch))
             else:
+                if "device_id" in batch.schema.names:
+                    used.update(pc.unique(batch.column("device_id")).to_pylist())
                 if name == "api_calls":
                     pids.calls(batch)
                 yield name, batch
@@ -204,7 +206,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         del buf
         tail = self._finish(b, pending)
         if tail is None:  # not valid JSON: the whole-document reader says why
-            _decode_top(path, _read_bytes(path))
+            _decode_top(path, _read_bytes(path), {})  # NaN / Infinity read as null: the real fault named
             raise RuntimeError(f"{path}: the streaming reader failed on a valid document")
         if progress:
             progress(src.total, src.total)
