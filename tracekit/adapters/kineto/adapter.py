@@ -68,8 +68,6 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             elif name in GPU_TABLES:
                 gpu.append((name, batch))
             else:
-                if "device_id" in batch.schema.names:
-                    used.update(pc.unique(batch.column("device_id")).to_pylist())
                 if name == "api_calls":
                     pids.calls(batch)
                 yield name, batch
