@@ -46,7 +46,9 @@
 -- Method (no effect on the result): one time-ordered pass per (thread, GPU) over the boundaries
 -- of the thread's events, API calls, sync / compile intervals and late gaps: running counts of
 -- the open intervals of each kind, and the innermost open event (an event's start makes it the
--- innermost, its end makes its parent the innermost: `events.parent_id`); a range launched GPU
+-- innermost, its end makes its parent the innermost: `events.parent_id`); the last API call's
+-- and the last mark's start instant as a running max, their names looked up by it (a running
+-- max costs a third of DuckDB's last_value IGNORE NULLS over long runs of NULLs); a range launched GPU
 -- work when the running count of API calls with a correlation id grew between its start and end.
 -- Rows are in no particular order.
 -- Parameters: plan_min_ns (default 1000000), dispatch_max_ns (default 200000); kernel_wait_ns
@@ -173,8 +175,8 @@ sweep AS MATERIALIZED (
            lead(t) OVER (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid) AS next_t,
            last_value(gap IGNORE NULLS) OVER w AS cur_gap,
            last_value(ev IGNORE NULLS) OVER w AS cur_ev,
-           last_value(api_name IGNORE NULLS) OVER w AS cur_api,
-           last_value(mark_name IGNORE NULLS) OVER w AS cur_mark,
+           max(CASE WHEN api_name IS NOT NULL THEN t END) OVER w AS api_t,
+           max(CASE WHEN mark_name IS NOT NULL THEN t END) OVER w AS mark_t,
            sum(d_api) OVER w AS n_api, sum(d_launch) OVER w AS n_launch, sum(d_alloc) OVER w AS n_alloc,
            sum(d_sync) OVER w AS n_sync, sum(d_copy) OVER w AS n_copy, sum(d_comp) OVER w AS n_comp,
            sum(d_data) OVER w AS n_data, sum(d_rank) OVER w AS n_rank
@@ -186,6 +188,13 @@ launched AS (  -- per range: API calls with a correlation id started inside it
            max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
     FROM sweep WHERE eid IS NOT NULL
     GROUP BY ALL
+),
+api_at AS (  -- the API call started last at an instant (the last of those that start together)
+    SELECT source_id, pid, tid, start_ns AS t, max(name) AS name FROM api GROUP BY ALL
+),
+mark_at AS (  -- the marking event started last at an instant (the innermost of those)
+    SELECT source_id, pid, tid, start_ns AS t, arg_max(name, depth) AS name FROM ev
+    WHERE mark IS NOT NULL GROUP BY ALL
 ),
 pieces AS (
     SELECT s.source_id, s.device_id, s.pid, s.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
@@ -201,8 +210,8 @@ pieces AS (
                 WHEN coalesce(n.launches, 0) = 0 OR tk_is_op_range(e.category, e.name) THEN 'cpu_op'
                 ELSE 'untraced'
            END AS category,
-           CASE WHEN s.n_copy > 0 OR s.n_sync > 0 OR s.n_alloc > 0 OR s.n_api > 0 THEN coalesce(s.cur_api, e.name)
-                WHEN s.n_comp > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(s.cur_mark, e.name)
+           CASE WHEN s.n_copy > 0 OR s.n_sync > 0 OR s.n_alloc > 0 OR s.n_api > 0 THEN coalesce(ca.name, e.name)
+                WHEN s.n_comp > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(cm.name, e.name)
                 ELSE e.name END AS host_op,
            -- the host's own code, or a range on its way to a launch: after a draining sync, the
            -- sync's cost
@@ -212,6 +221,8 @@ pieces AS (
     FROM sweep s
     JOIN late l ON l.gap_id = s.cur_gap
     LEFT JOIN ev e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.event_id = s.cur_ev
+    LEFT JOIN api_at ca ON ca.source_id = s.source_id AND ca.pid = s.pid AND ca.tid = s.tid AND ca.t = s.api_t
+    LEFT JOIN mark_at cm ON cm.source_id = s.source_id AND cm.pid = s.pid AND cm.tid = s.tid AND cm.t = s.mark_t
     LEFT JOIN launched n
       ON n.source_id = s.source_id AND n.pid = s.pid AND n.tid = s.tid AND n.device_id = s.device_id
      AND n.eid = s.cur_ev
