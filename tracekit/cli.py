@@ -25,7 +25,8 @@ DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, ty
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
+    # names in it with their control characters escaped (a DuckDB error's hint lines kept)
+    click.echo(f"tracekit: error: {shown(msg, keep_newlines=True)}", err=True)
     sys.exit(2)
 
 

@@ -16,7 +16,8 @@ from .store import DEFAULT_DB, Store, StoreError, os_error_line
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
+    # names in it with their control characters escaped (a DuckDB error's hint lines kept)
+    click.echo(f"tracekit: error: {shown(msg, keep_newlines=True)}", err=True)
     sys.exit(2)
 
 

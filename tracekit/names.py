@@ -33,13 +33,13 @@ def printable(text: str, keep_newlines: bool = False) -> str:
 _CONTROL_NL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def shown(text) -> str:
-    """A file name or message as one line safe to print: bytes of a name that are not UTF-8
-    (decoded by Python as surrogates) as ``\\xNN``, then `printable`."""
+def shown(text, keep_newlines: bool = False) -> str:
+    """A file name or message safe to print: bytes of a name that are not UTF-8 (decoded by
+    Python as surrogates) as ``\\xNN``, then `printable`."""
     text = str(text)
     if any("\udc80" <= c <= "\udcff" for c in text):
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return printable(text)
+    return printable(text, keep_newlines)
 
 
 def plural(n, noun: str, spec: str = ",", nouns: str | None = None) -> str:

@@ -18,7 +18,8 @@ _TIME = re.compile(r"^\s*(\+?)(\d+(?:\.\d*)?)\s*(ns|us|µs|ms|s)?\s*$")
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"tracekit: error: {shown(msg)}", err=True)  # (names in it: control characters escaped)
+    # names in it with their control characters escaped (a DuckDB error's hint lines kept)
+    click.echo(f"tracekit: error: {shown(msg, keep_newlines=True)}", err=True)
     sys.exit(2)
 
 
