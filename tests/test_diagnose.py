@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, REPO, load_json, need
+from conftest import FIXTURES, REALWORLD, REPO, load_json, need
 from intervals import ns, union, length, intersect
 
 KINETO = FIXTURES / "kineto"
@@ -872,6 +872,30 @@ def test_text_report_reads_in_blocks(stores):
     # phases summarised: the first five names, then how many more
     assert fmt_names([f"p{i}" for i in range(35)]) == "p0, p1, p2, p3, p4 and 30 more"
     assert fmt_names(["decode_step", "prefill"]) == "decode_step, prefill"
+
+
+@pytest.mark.slow
+def test_text_report_of_other_peoples_traces(stores):
+    """Public traces (../shared/realworld): HTA's DDP trace has 7 phases where launch_bound and
+    low_utilization hold, said as the first five and 'and 2 more' (the finding's `phases` keeps
+    all of them, as the JSON does); SGLang's decode has a ROCm kernel name of 400+ characters,
+    wrapped: no line over 100 columns, no thousands separator in either report."""
+    from tracekit.diagnose import to_text
+
+    nccl = stores("rw_nccl", REALWORLD / "kineto" / "hta__nccl_data.json.gz")
+    d = diag(nccl)
+    f = one(d, "low_utilization", source_id=0, device_id=0)
+    yes = [p for p, v in f.phases.items() if v["meets_rule"]]
+    assert len(yes) == 7
+    assert f"low in phase {', '.join(yes[:5])} and 2 more;" in f.summary
+    assert {p for p, v in f.phases.items() if not v["meets_rule"]} == {"nccl:all_reduce"}
+    sglang = stores("rw_sglang", REALWORLD / "kineto" / "tracelens__sglang_qwen3-8b_decode.json.gz")
+    longest = sglang.one("select max(length(name)) from kernels")
+    assert longest > 400
+    for st in (nccl, sglang):
+        text = to_text(diag(st))
+        assert max(len(line) for line in text.splitlines()) <= 100
+        assert not re.search(r"\d,\d{3}", text)
 
 
 def test_roofline_latency_bound_matmuls(stores):

@@ -171,7 +171,7 @@ _UNIT = re.compile(r"(\d) (ns|µs|ms|s|%|GB|GiB|TB/s|TFLOP/s)(?![\w/])")
 def _wrap(text: str, indent: str, first: str | None = None) -> list[str]:
     """Text wrapped at WIDTH columns, a number never parted from its unit."""
     lines = textwrap.wrap(_UNIT.sub("\\1\u00a0\\2", text), WIDTH, initial_indent=indent if first is None else first,
-                          subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+                          subsequent_indent=indent, break_long_words=True, break_on_hyphens=False)
     return [line.replace("\u00a0", " ") for line in lines]
 
 
