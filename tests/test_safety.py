@@ -392,9 +392,17 @@ def test_control_characters_are_escaped_and_evidence_is_shell_safe(tmp_path):
     assert "\\x1b[2J" in out
     code, out, err = cli("diagnose", "--db", db, "--evidence", "1")
     assert code == 0 and "\x1b" not in out and "\r" not in out
-    cmds = [line.split(": ", 1)[1] for line in out.splitlines() if "evidence (" in line and "kernel" in line.lower()]
-    cmds = cmds or [line.split(": ", 1)[1] for line in out.splitlines() if "evidence (" in line]
-    assert cmds
+    cmds, cur = [], None  # the command under each "evidence (...):" line: lines indented 4
+    for line in out.splitlines():
+        if line.startswith("  evidence (") and line.endswith(":"):
+            cur = []
+            cmds.append(cur)
+        elif cur is not None and line.startswith("    ") and not line.startswith("      "):
+            cur.append(line)
+        else:
+            cur = None
+    cmds = ["\n".join(c) for c in cmds if c]
+    assert cmds and all(c.lstrip().startswith(f"tracekit sql --db {db} ") for c in cmds), cmds[:1]
     for cmd in cmds:  # pasted into a shell, with `tracekit` a no-op: nothing in it runs
         subprocess.run(["bash", "-c", "tracekit() { :; }; " + cmd], cwd=tmp_path, check=True)
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
