@@ -159,14 +159,18 @@ TABLES: tuple[Table, ...] = (
         (
             SOURCE_ID,
             C("device_id", I32, "Device index as used by `kernels.device_id`.",
-              "`deviceProperties[].id`", "`TARGET_INFO_GPU.id` (`deviceId` in 2020.5)", "`Device`"),
+              "`deviceProperties[].id` (`computeProperties` before torch 1.9); where the kernels use "
+              "other ids, as many as the properties no kernel uses and those of one GPU model, paired "
+              "in order (the property's id in `args.deviceProperties_id`)", "`TARGET_INFO_GPU.id` (`deviceId` in 2020.5)", "`Device`"),
             C("name", STR, "Marketing name, e.g. `NVIDIA H200`.", "`name`", "`name`",
               "`device__attribute_display_name`"),
             C("vendor", STR, "`nvidia` or `amd` (from the name / runtime)."),
             C("compute_capability", STR, "`major.minor` (gfx arch on AMD).",
               "`computeMajor`.`computeMinor`", "`computeMajor`.`computeMinor`", "`CC`"),
-            C("sm_count", I32, "Streaming multiprocessors (compute units on AMD).", "`numSms`",
-              "`smCount`", "`device__attribute_multiprocessor_count`"),
+            C("sm_count", I32, "Streaming multiprocessors (compute units on AMD).",
+              "`numSms` (`multiProcessorCount`)", "`smCount`",
+              "`device__attribute_multiprocessor_count`, else Launch Statistics' `# SMs` "
+              "(`launch__sm_count`)"),
             C("total_memory_bytes", I64, "Device memory size.", "`totalGlobalMem`", "`totalMemory`",
               "`device__attribute_...`"),
             C("memory_bandwidth_bytes_per_s", I64, "Peak DRAM bandwidth.", "—",

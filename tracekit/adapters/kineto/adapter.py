@@ -44,6 +44,8 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         events: list = []  # the chunk's events, held until it ends
         gpu: list = []  # the GPU rows of this chunk and the one before (a kernel may come just
         before = 0      # before its launch, across a chunk's end); `before`: how many are older
+        devices: list = []  # the devices rows, held to the end (`_device_ids`)
+        used: set = set()   # the device ids of the GPU rows
 
         def chunk_end(last=False):
             nonlocal before
@@ -66,15 +68,48 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                     else:
                         yield table, b
             elif name in GPU_TABLES:
+                if "device_id" in batch.schema.names:
+                    used.update(pc.unique(batch.column("device_id")).to_pylist())
                 gpu.append((name, batch))
+            elif name == "devices":
+                devices.append(batch)
             else:
                 if name == "api_calls":
                     pids.calls(batch)
                 yield name, batch
         yield from chunk_end(last=True)
+        for batch in devices:
+            yield "devices", self._device_ids(batch, used - {None})
         self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
         self.held_events = nesting.held
         self.gpu_pids_filled = pids.filled
+
+    def _device_ids(self, batch: pa.RecordBatch, used: set) -> pa.RecordBatch:
+        """The devices rows with the device ids the GPU rows use. Kineto numbers the properties
+        0..n-1 over the devices the process sees, while the kernels of a process given one GPU
+        by HIP/CUDA_VISIBLE_DEVICES carry the GPU's own index (an SGLang trace: properties of
+        device 0, every kernel on device 9). Where the used ids missing from the properties are
+        as many as the properties no GPU row uses, and those describe one model of GPU (so no
+        pairing could be wrong), they are paired in order; the property's own id stays in
+        args.deviceProperties_id. Counted in sources.metadata.tracekit_repairs."""
+        rows = batch.to_pylist()
+        ids = {r["device_id"] for r in rows}
+        missing, spare = sorted(used - ids), sorted(i for i in ids - used if i is not None)
+        if not missing or len(missing) != len(spare):
+            return batch
+        same = ("name", "compute_capability", "sm_count", "total_memory_bytes", "max_threads_per_sm",
+                "warp_size")
+        if len({tuple(r[c] for c in same) for r in rows if r["device_id"] in spare}) != 1:
+            return batch
+        to = dict(zip(spare, missing))
+        for r in rows:
+            if r["device_id"] in to:
+                args = msgspec.json.decode(r["args"]) if r["args"] else {}
+                args["deviceProperties_id"] = r["device_id"]
+                r["device_id"], r["args"] = to[r["device_id"]], msgspec.json.encode(args).decode()
+        self.accounting.repair("devices.device_id: the properties' index (0..n-1 over the visible "
+                               "devices) read as the id the kernels use", len(to))
+        return pa.RecordBatch.from_pylist(rows, schema=batch.schema)
 
     def _step_markers(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """torch.profiler's step markers `ProfilerStep#<N>` as `user_annotation` events whatever
@@ -132,7 +167,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 meta[k] = bytes(v).decode("utf-8", "replace")
         if repairs:
             meta["tracekit_repairs"] = {"invalid_utf8_characters_replaced": repairs}
-        yield from self._devices(b, meta.get("deviceProperties"))
+        yield from self._devices(b, meta.get("deviceProperties") or meta.get("computeProperties"))
         self._processes_threads(b)
         flow_rule.add(b, self._flow_state.leftover())
         for stack in self._begin_stack.values():

@@ -15,6 +15,16 @@ from .decode import (_ANY, _EV, _Event, _fix_surrogates, args_text, decode_args,
 from .mapping import _int
 
 
+# devices column <- the property's key in deviceProperties, then in computeProperties (torch < 1.9)
+_DEVICE_FIELDS = {
+    "id": ("id",), "name": ("name",), "major": ("computeMajor", "major"), "minor": ("computeMinor", "minor"),
+    "sm_count": ("numSms", "multiProcessorCount"), "total_memory_bytes": ("totalGlobalMem",),
+    "max_threads_per_sm": ("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor"),
+    "warp_size": ("warpSize",),
+}
+_DEVICE_KEYS = {k for keys in _DEVICE_FIELDS.values() for k in keys}
+
+
 class RowReader:
     """The row-wise part of `KinetoAdapter` (a mixin: it uses the adapter's state)."""
 
@@ -197,23 +207,23 @@ class RowReader:
             b["threads"].add(pid=pid, tid=tid, name=t.get("name"))
 
     def _devices(self, b, props):
+        """The devices rows of `deviceProperties`, or of `computeProperties` as torch before 1.9
+        named them (with CUDA's own field names: major, minor, multiProcessorCount, ...)."""
         if not isinstance(props, list):
             return
         for p in props:
             if not isinstance(p, dict):
                 continue
-            name = p.get("name")
-            major, minor = p.get("computeMajor"), p.get("computeMinor")
+            f = {col: next((p[k] for k in keys if p.get(k) is not None), None) for col, keys in _DEVICE_FIELDS.items()}
+            name = f["name"]
             amd = bool(name) and any(s in name for s in ("AMD", "Instinct", "Radeon"))
-            rest = {k: v for k, v in p.items() if k not in (
-                "id", "name", "computeMajor", "computeMinor", "numSms", "totalGlobalMem",
-                "maxThreadsPerMultiprocessor", "warpSize")}
+            rest = {k: v for k, v in p.items() if k not in _DEVICE_KEYS}
             b["devices"].add(
-                device_id=_int(p.get("id")), name=name, vendor="amd" if amd else "nvidia",
-                compute_capability=f"{major}.{minor}" if major is not None else None,
-                sm_count=_int(p.get("numSms")), total_memory_bytes=_int(p.get("totalGlobalMem")),
-                max_threads_per_sm=_int(p.get("maxThreadsPerMultiprocessor")),
-                warp_size=_int(p.get("warpSize")),
+                device_id=_int(f["id"]), name=name, vendor="amd" if amd else "nvidia",
+                compute_capability=f"{f['major']}.{f['minor']}" if f["major"] is not None else None,
+                sm_count=_int(f["sm_count"]), total_memory_bytes=_int(f["total_memory_bytes"]),
+                max_threads_per_sm=_int(f["max_threads_per_sm"]),
+                warp_size=_int(f["warp_size"]),
                 args=msgspec.json.encode(rest).decode() if rest else None)
         yield from b.drain()
 

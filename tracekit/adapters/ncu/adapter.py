@@ -16,6 +16,7 @@ from .values import (
     _L1_REQUESTS,
     _L1_SECTORS,
     DEVICE_METRICS,
+    SM_COUNT_METRIC,
     _dim3,
     _int_cell,
     _int_or_none,
@@ -178,3 +179,5 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
                 v = attrs[metric]
                 d[col] = str(v) if factor is None else _int_or_none(float(v) * factor) \
                     if isinstance(v, (int, float)) else None
+        if d.get("sm_count") is None and isinstance(attrs.get(SM_COUNT_METRIC), (int, float)):
+            d["sm_count"] = _int_or_none(attrs[SM_COUNT_METRIC])  # Launch Statistics' "# SMs"

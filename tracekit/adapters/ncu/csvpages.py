@@ -24,6 +24,8 @@ from .values import (
     DETAIL_COLUMNS,
     ID_COLUMNS,
     NONFINITE_SPEEDUP,
+    SM_COUNT_LABEL,
+    SM_COUNT_METRIC,
     _is_nvtx_column,
     _Result,
     is_nonfinite,
@@ -297,6 +299,8 @@ class CsvPages:
 
     def _note_metric(self, r: _Result, name: str, value, raw_value, label: bool, unit=None) -> None:
         if label:
+            if name == SM_COUNT_LABEL and value is not None:
+                r.device_attrs.setdefault(SM_COUNT_METRIC, value)
             field = _BY_LABEL.get(name)
             if (field is not None and field not in r.labels and value is not None
                     and unit == _LABEL_UNIT.get(field, "%")):

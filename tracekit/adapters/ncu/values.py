@@ -247,8 +247,12 @@ DEVICE_METRICS = {
     "max_threads_per_sm": ("device__attribute_max_threads_per_multiprocessor", 1),
     "warp_size": ("device__attribute_warp_size", 1),
 }
+#: the device's SM count as each launch reports it (Launch Statistics "# SMs", unit SM), where the
+#: device attributes were not collected (a details page of sections only): sm_count's fallback
+SM_COUNT_METRIC, SM_COUNT_LABEL = "launch__sm_count", "# SMs"
 _DEVICE_IDS = {m for m, _ in DEVICE_METRICS.values()} | {
-    "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor"}
+    "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor",
+    SM_COUNT_METRIC}
 
 
 def _is_nvtx_column(name: str) -> bool:
