@@ -15,7 +15,8 @@
 --   compile    loading or compiling GPU code (`tk_compile_intervals()`: module / library loads,
 --              NVRTC episodes), an event that `tk_host_mark` calls 'compile' (torch.compile's
 --              dynamo / inductor / AOT phases, Triton's compiler), a cuDNN / cuBLAS operator
---              (mark 'plan') lasting at least plan_min_ns (building an execution plan), or an API
+--              (mark 'plan') lasting at least plan_min_ns (building an execution plan; but an
+--              allocator call inside such an operator is 'cpu_op', the allocation), or an API
 --              call lasting at least plan_min_ns that is not a sync, copy, allocator call or
 --              graph launch (a launch that loads its module lazily, CUDA_MODULE_LOADING=LAZY;
 --              cuKernelSetAttribute on a freshly built kernel)
@@ -85,7 +86,7 @@ tids AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid FROM thr),
 ev AS MATERIALIZED (  -- the threads' ranges, with what their names mark
     SELECT source_id, pid, tid, event_id, parent_id, depth, start_ns, end_ns, name, category,
            CASE WHEN m0 = 'plan' THEN CASE WHEN dur_ns >= coalesce(getvariable('plan_min_ns'), 1000000)
-                                           THEN 'compile' END
+                                           THEN 'plan' END
                 ELSE m0 END AS mark
     FROM (SELECT e.*, tk_host_mark(e.category, e.name) AS m0
           FROM events e
@@ -123,14 +124,14 @@ host AS (  -- the host boundaries: o orders those at one instant (ends, then gap
            false AS is_end, NULL::VARCHAR AS api_name,
            CASE WHEN mark IS NOT NULL THEN name END AS mark_name,
            0 AS d_api, 0 AS d_launch, 0 AS d_alloc, 0 AS d_sync, 0 AS d_copy,
-           CASE WHEN mark = 'compile' THEN 1 ELSE 0 END AS d_comp,
+           CASE WHEN mark = 'compile' THEN 1 WHEN mark = 'plan' THEN 4096 ELSE 0 END AS d_comp,  -- plan: 4096
            CASE WHEN mark = 'data' THEN 1 ELSE 0 END AS d_data,
            CASE WHEN mark = 'rank_wait' THEN 1 ELSE 0 END AS d_rank
     FROM ev
     UNION ALL
     SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true, NULL, NULL,
            0, 0, 0, 0, 0,
-           CASE WHEN mark = 'compile' THEN -1 ELSE 0 END,
+           CASE WHEN mark = 'compile' THEN -1 WHEN mark = 'plan' THEN -4096 ELSE 0 END,
            CASE WHEN mark = 'data' THEN -1 ELSE 0 END,
            CASE WHEN mark = 'rank_wait' THEN -1 ELSE 0 END
     FROM ev
@@ -200,10 +201,11 @@ pieces AS (
     SELECT s.source_id, s.device_id, s.pid, s.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
            CASE WHEN s.n_copy > 0 THEN 'copy'
                 WHEN s.n_sync > 0 THEN 'sync'
-                WHEN s.n_comp > 0 THEN 'compile'
+                WHEN s.n_comp % 4096 > 0 THEN 'compile'
                 WHEN s.n_data > 0 THEN 'data'
                 WHEN s.n_rank > 0 THEN 'rank_wait'
                 WHEN s.n_alloc > 0 THEN 'cpu_op'
+                WHEN s.n_comp > 0 THEN 'compile'  -- in a long cuDNN / cuBLAS op (plan), no allocator call
                 WHEN s.n_api > 0 THEN 'launch'
                 WHEN l.end_ns - l.start_ns < coalesce(getvariable('dispatch_max_ns'), 200000) THEN 'launch'
                 WHEN e.event_id IS NULL THEN 'untraced'
