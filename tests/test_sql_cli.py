@@ -402,3 +402,41 @@ def test_file_output_follows_a_link_and_keeps_the_file_on_failure(db, tmp_path):
     assert code == 2 and target.read_text() == "a,b\n1,2\n"
     code, _, err = run("sql", "select error('boom') as a from kernels", "--db", db, "--format", "csv", "-o", target)
     assert code == 2 and "boom" in err and target.read_text() == "a,b\n1,2\n"
+
+
+def test_a_parameter_no_view_reads_is_refused(db):
+    """--param with a name no view reads would change nothing: exit 2, one line naming the
+    parameters the views read (issue 45). A known one is set."""
+    code, out, err = run("sql", "select 1", "--db", db, "--param", "nosuch=1")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("tracekit: error: --param nosuch: no view reads a parameter of that name; ")
+    assert all(p in err for p in views.all_parameters()) and "bucket_ns, " in err and "latency_pct, " in err
+    assert len(views.all_parameters()) >= 15
+    code, out, err = run("sql", "select getvariable('bucket_ns') as b", "--db", db, "--param", "bucket_ns=5000",
+                         "--format", "csv")
+    assert code == 0 and out == "b\n5000\n", err
+
+
+@pytest.mark.parametrize("trace, what", [
+    (FIXTURES / "kineto" / "decode_b1.json.gz", "a Kineto/Chrome JSON trace"),
+    (FIXTURES / "nsys" / "matmul.sqlite", "an SQLite file"),
+    (FIXTURES / "nsys" / "matmul.nsys-rep", "an nsys SQLite or report"),
+    (FIXTURES / "ncu" / "kn_details.csv", "an ncu CSV"),
+], ids=lambda x: x.name if hasattr(x, "name") else None)
+def test_a_trace_given_as_db_names_the_conversion(trace, what, tmp_path):
+    """--db naming a trace (not the store converted from it): exit 2, one line saying what the
+    file is and the command that converts it (before: DuckDB's 'Cannot launch in-memory
+    database in read-only mode'). The file is left as it was."""
+    before = trace.read_bytes()
+    for args in (["sql", "select count(*) from kernels"], ["diagnose"]):
+        code, out, err = run(*args, "--db", trace)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert err == (f"tracekit: error: {trace}: {what}, not a tracekit store; convert it first: "
+                       f"tracekit convert {trace} (then query the store it writes)\n")
+    assert trace.read_bytes() == before
+    # a file of no known kind: said so, without a conversion to run
+    other = tmp_path / "notes.txt"
+    other.write_text("not a store, not a trace\n")
+    code, _, err = run("sql", "select 1", "--db", other)
+    assert code == 2 and err == (f"tracekit: error: {other}: not a tracekit store (not a DuckDB file); "
+                                 "--db takes the store that `tracekit convert TRACE` writes\n")

@@ -368,7 +368,8 @@ def _convert_one(store: Store, path: Path, fmt, rank, strict, quiet):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
-              help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000.")
+              help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000; "
+                   "a NAME no view reads is refused.")
 @click.option("--timeunit", type=click.Choice(list(TIME_UNITS)), default="ns", show_default=True,
               help="Show the result's *_ns columns (durations, times) in this unit, as DOUBLE, renamed "
                    "*_us, *_ms, *_s (like nsys stats --timeunit); every --format.")
@@ -429,20 +430,33 @@ def sql(query, query_file, db, fmt, output, params, timeunit, max_rows, unsafe, 
         _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master, _spark_conf(spark_conf))
         return
     _spark_only(master, spark_conf)
+    values = _params(params)
     try:
         store = open_store(db, read_only=True, sandbox=not unsafe)
     except StoreError as e:
         _fail(str(e))
     with store:
         try:
-            for p in params:
-                name, sep, value = p.partition("=")
-                if not sep or not name.isidentifier():
-                    _fail(f"--param {p!r}: expected NAME=VALUE")
-                store.con.execute(f"SET VARIABLE {name} = ?", [_param_value(value)])
+            for name, value in values.items():
+                store.con.execute(f"SET VARIABLE {name} = ?", [value])
         except duckdb.Error as e:
             _fail(f"--param: {error_text(e)}")
         _run_statements(store, stmts, fmt, output, timeunit, max_rows)
+
+
+def _params(params) -> dict:
+    """The --param NAME=VALUE options as {name: value}; a name no view reads is refused (it
+    would change nothing), naming the parameters the views read."""
+    out = {}
+    for p in params:
+        name, sep, value = p.partition("=")
+        if not sep or not name.isidentifier():
+            _fail(f"--param {p!r}: expected NAME=VALUE")
+        if name not in views.all_parameters():
+            _fail(f"--param {name}: no view reads a parameter of that name; the parameters are "
+                  f"{', '.join(views.all_parameters())} (`tracekit views --doc VIEW` says which view reads which)")
+        out[name] = _param_value(value)
+    return out
 
 
 def _read_query(query: str | None, query_file: str | None) -> tuple[str, str]:
@@ -482,12 +496,7 @@ def _sql_spark(db, stmts, fmt, output, params, timeunit, max_rows, master, conf)
     """sql --engine spark: each statement translated and run on Spark over the dataset DIR."""
     from .spark.engine import SparkEngine, SparkQueryError, SparkUnavailable
 
-    values = {}
-    for p in params:
-        name, sep, value = p.partition("=")
-        if not sep or not name.isidentifier():
-            _fail(f"--param {p!r}: expected NAME=VALUE")
-        values[name] = _param_value(value)
+    values = _params(params)
     try:
         eng = SparkEngine(db, master=master, params=values, conf=conf)
     except SparkUnavailable as e:

@@ -17,6 +17,7 @@ import glob
 import os
 import queue
 import re
+import shlex
 import shutil
 import stat
 import sys
@@ -850,9 +851,25 @@ def _check_readable(path: str) -> None:
             head = f.read(16)
     except OSError as e:
         raise StoreError(os_error_line(e, shown)) from None
-    if head.startswith(b"SQLite format 3"):
-        raise StoreError(f"{shown}: an SQLite file, not a tracekit store: run `tracekit convert "
-                         f"{shown}` (then query the store it writes)")
+    if len(head) >= 12 and head[8:12] != b"DUCK":  # (a DuckDB file: a checksum, then DUCK)
+        what = _input_kind(Path(path), head)
+        if what is None:
+            raise StoreError(f"{shown}: not a tracekit store (not a DuckDB file); --db takes the store "
+                             "that `tracekit convert TRACE` writes")
+        raise StoreError(f"{shown}: {what}, not a tracekit store; convert it first: tracekit convert "
+                         f"{shlex.quote(shown)} (then query the store it writes)")
+
+
+def _input_kind(path: Path, head: bytes) -> str | None:
+    """What a file given as a store is, when it is an input `tracekit convert` reads (or SQLite)."""
+    if head.startswith(detect.SQLITE_MAGIC):
+        return "an SQLite file"
+    try:
+        fmt = detect.sniff(path)
+    except TraceError:
+        return None
+    what = next(f.what for f in detect.REGISTRY if f.name == fmt)
+    return f"{'an' if what[0].lower() in 'aeion' else 'a'} {what}"
 
 
 def _check_path(path: Path) -> None:

@@ -186,6 +186,12 @@ def parameters(name: str) -> tuple[str, ...]:
     return tuple(sorted({p for n in _order()[name] for p in _PARAM.findall(_by_name()[n].text)}))
 
 
+@lru_cache(maxsize=1)
+def all_parameters() -> tuple[str, ...]:
+    """Every parameter some view reads (`parameters`), sorted: the names `--param` takes."""
+    return tuple(sorted({p for v in all_views() for p in _PARAM.findall(v.text)}))
+
+
 _MACRO_NAME = re.compile(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 _CREATE_ANY = re.compile(r"CREATE\s+OR\s+REPLACE\s+(VIEW|MACRO)\s+", re.IGNORECASE)
 
