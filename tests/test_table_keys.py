@@ -80,16 +80,19 @@ def _check_keys(s) -> None:
     assert threads == thread_keys, f"{threads} threads rows for {thread_keys} (pid, tid)"
 
 
-def _described(path: Path) -> tuple[bool, bool]:
-    """(the input describes its devices, it gives their SM count), read with the standard
-    library: Kineto's deviceProperties (computeProperties before torch 1.9); nsys's
-    TARGET_INFO_GPU / TARGET_INFO_CUDA_DEVICE rows; an ncu table with a Device column, and
-    its device attributes or Launch Statistics' "# SMs" (a report: always both)."""
+def _described(path: Path) -> tuple[bool, bool, str | None]:
+    """(the input describes its devices, it gives their SM count, their vendor where the input
+    says it), read with the standard library: Kineto's deviceProperties (computeProperties
+    before torch 1.9), AMD where written through ROCm (roctracer / HIP versions), NVIDIA through
+    CUPTI; nsys's TARGET_INFO_GPU / TARGET_INFO_CUDA_DEVICE rows; an ncu table with a Device
+    column, and its device attributes or Launch Statistics' "# SMs" (a report: always both)."""
     if path.name.endswith((".json.gz", ".json")):
         top = load_json(path)
         props = [p for p in (top.get("deviceProperties") or top.get("computeProperties") or [])
                  if isinstance(p, dict)]
-        return bool(props), any("numSms" in p or "multiProcessorCount" in p for p in props)
+        vendor = ("amd" if "roctracer_version" in top or "hip_runtime_version" in top
+                  else "nvidia" if "cupti_version" in top else None)
+        return bool(props), any("numSms" in p or "multiProcessorCount" in p for p in props), vendor
     if path.suffix == ".sqlite":
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -98,23 +101,25 @@ def _described(path: Path) -> tuple[bool, bool]:
                     for t in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE") if t in tables)
         finally:
             con.close()
-        return n > 0, n > 0
+        return n > 0, n > 0, "nvidia"
     if path.suffix == ".ncu-rep":
-        return True, True
+        return True, True, "nvidia"
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as f:
         text = f.read()
     header = next((row for row in csv.reader(text.splitlines()) if row[:1] == ["ID"]), [])
     sms = any(m in text for m in ('"# SMs"', "launch__sm_count", "device__attribute_multiprocessor_count"))
-    return "Device" in header, "Device" in header and sms
+    return "Device" in header, "Device" in header and sms, "nvidia"
 
 
 def _check_devices(path: Path, s) -> None:
-    described, sms = _described(path)
+    described, sms, vendor = _described(path)
     n = s.one("SELECT count(*) FROM devices")
     assert (n > 0) == described, f"{n} devices rows; the input describes its devices: {described}"
     if not described:
         return
+    if vendor is not None:
+        assert s.rows("SELECT DISTINCT vendor FROM devices") == [(vendor,)]
     for table in ("kernels", "ncu_kernels"):
         orphans = s.rows(f"SELECT DISTINCT device_id FROM {table} WHERE device_id NOT IN "
                          "(SELECT device_id FROM devices WHERE device_id IS NOT NULL) ORDER BY 1")

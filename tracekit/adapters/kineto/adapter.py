@@ -167,7 +167,8 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 meta[k] = bytes(v).decode("utf-8", "replace")
         if repairs:
             meta["tracekit_repairs"] = {"invalid_utf8_characters_replaced": repairs}
-        yield from self._devices(b, meta.get("deviceProperties") or meta.get("computeProperties"))
+        yield from self._devices(b, meta.get("deviceProperties") or meta.get("computeProperties"),
+                                 rocm=any(k in meta for k in ("roctracer_version", "hip_runtime_version")))
         self._processes_threads(b)
         flow_rule.add(b, self._flow_state.leftover())
         for stack in self._begin_stack.values():

@@ -206,17 +206,19 @@ class RowReader:
         for (pid, tid), t in self._threads.items():
             b["threads"].add(pid=pid, tid=tid, name=t.get("name"))
 
-    def _devices(self, b, props):
+    def _devices(self, b, props, rocm: bool = False):
         """The devices rows of `deviceProperties`, or of `computeProperties` as torch before 1.9
-        named them (with CUDA's own field names: major, minor, multiProcessorCount, ...)."""
+        named them (with CUDA's own field names: major, minor, multiProcessorCount, ...).
+        ``rocm``: the trace was written through ROCm (its devices are AMD's, named or not: a
+        vLLM trace gives every MI300X the name '', kept as NULL)."""
         if not isinstance(props, list):
             return
         for p in props:
             if not isinstance(p, dict):
                 continue
             f = {col: next((p[k] for k in keys if p.get(k) is not None), None) for col, keys in _DEVICE_FIELDS.items()}
-            name = f["name"]
-            amd = bool(name) and any(s in name for s in ("AMD", "Instinct", "Radeon"))
+            name = f["name"] if f["name"] != "" else None
+            amd = rocm or (bool(name) and any(s in name for s in ("AMD", "Instinct", "Radeon")))
             rest = {k: v for k, v in p.items() if k not in _DEVICE_KEYS}
             b["devices"].add(
                 device_id=_int(f["id"]), name=name, vendor="amd" if amd else "nvidia",
