@@ -533,3 +533,35 @@ def test_evidence_command_quoting(tmp_path):
         assert words[:3] == ["sql", "--db", db] and " ".join(words[3].split()) == long_q
     assert not (tmp_path / "x").exists()
     assert _shell_words(command('SELECT "x" FROM t', "a b")) == ["sql", "--db", "a b", 'SELECT "x" FROM t']
+
+
+# -- found by bench/faults.py: the disk fills while the store is written out ------------------------
+
+@pytest.mark.slow
+def test_full_disk_at_the_stores_checkpoint_is_one_line(tmp_path):
+    """A tmpfs with room for the copy of the store and ~3 MB more: converting decode_b1.sqlite
+    (real) into it fills the disk at DuckDB's checkpoint.  Before: a traceback ("Checkpoint
+    failed ... The database has been invalidated"), exit 1.  Now: one line, exit 2, the store as
+    it was, nothing left beside it."""
+    import os
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs on this machine ({r.stderr.strip()[:100]})")
+    try:
+        db = mnt / "s.duckdb"
+        assert tk("convert", KINETO / "matmul.json.gz", "--db", db).returncode == 0
+        before = _rows(db)
+        st = os.statvfs(mnt)
+        (mnt / "fill").write_bytes(b"\0" * int(st.f_bavail * st.f_frsize - 3 * 2**20 - db.stat().st_size))
+        r = tk("convert", FIXTURES / "nsys" / "decode_b1.sqlite", "--db", db)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines() == [
+            f"tracekit: error: {db}: No space left on device; free some space or write elsewhere"]
+        assert _rows(db) == before
+        assert sorted(p.name for p in mnt.iterdir()) == ["fill", "s.duckdb"]
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -1313,7 +1313,12 @@ def writing(path: str | os.PathLike = DEFAULT_DB, replace: bool = False, persist
             yield st
             if persist and not templated:
                 persist_views(st._con)
-            st._con.execute("CHECKPOINT")
+            try:
+                st._con.execute("CHECKPOINT")
+            except duckdb.IOException as e:  # the disk filled while the store is written out: the
+                if "No space left on device" not in str(e):  # old store stays, said in one line
+                    raise
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
             ok = True
         except Rollback:
             pass
