@@ -150,6 +150,21 @@ def _assert_pieces_add_up(st):
     assert not parts, parts
     n = st.one("select count(*) from idle_attribution where dur_ns <= 0 or category is null")
     assert n == 0
+    # phase_breakdown: each phase's rows add up to its span, and its span, busy and outside time
+    # are phase_idle's (computed there another way: buckets over idle_gaps, not pieces)
+    bad = st.rows("""select b.source_id, b.phase, b.device_id, b.span_ns, b.ns, b.busy, b.outside,
+                              p.span_ns, p.busy_ns, p.outside_ns
+                       from (select source_id, phase, phase_category, device_id, any_value(span_ns) as span_ns,
+                                    sum(ns) as ns, sum(ns) filter (where state = 'busy') as busy,
+                                    sum(ns) filter (where category = 'outside') as outside
+                             from phase_breakdown group by all) b
+                       full join phase_idle p
+                         on p.source_id = b.source_id and p.phase = b.phase and p.category = b.phase_category
+                        and p.device_id = b.device_id
+                       where p.span_ns > 0 and (b.span_ns is distinct from p.span_ns or b.ns <> b.span_ns
+                             or coalesce(b.busy, 0) <> p.busy_ns or coalesce(b.outside, 0) <> p.outside_ns)
+                       limit 5""")
+    assert not bad, bad
 
 
 OTHER = sorted(p for d in ("kineto", "nsys", "labelled", "roofline") for p in (FIXTURES / d).glob("*")
@@ -162,8 +177,8 @@ READABLE = OTHER + [p for p in realworld("kineto") + realworld("nsys") if p.name
 
 @pytest.mark.parametrize("path", READABLE, ids=lambda p: p.name)
 def test_every_gap_is_attributed_whole(tmp_path, path):
-    """On every store: each gap's pieces add up to its dur_ns, and each part of time_breakdown to
-    its length (busy + idle = 100 %)."""
+    """On every store: each gap's pieces add up to its dur_ns, each part of time_breakdown to its
+    length (busy + idle = 100 %), and each phase of phase_breakdown to its span."""
     import tracekit
     from tracekit.adapters.base import TraceError
 

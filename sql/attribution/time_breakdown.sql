@@ -15,8 +15,6 @@
 -- each clipped to the part. Busy and idle rows of a part add up to part_ns, their pct to 100.
 -- Only rows with ns > 0 are listed. Ordered by source_id, device_id, part (startup, steady,
 -- teardown), ns descending.
--- Method (no effect on the result): one time-ordered pass per GPU over its operations' starts
--- and ends with a running count per class gives the busy segments and their class.
 --
 -- Uses: gpu_activity, idle_attribution, steady_state
 --
@@ -38,32 +36,9 @@ WITH w AS MATERIALIZED (
            device_end_ns AS de
     FROM steady_state
 ),
-ops AS (
-    SELECT source_id, device_id, start_ns, end_ns,
-           CASE WHEN kind = 'memcpy' THEN 2 WHEN kind = 'memset' THEN 3
-                WHEN tk_kernel_type(kind, name) = 'communication' THEN 1 ELSE 0 END AS cls
-    FROM gpu_activity WHERE device_id IS NOT NULL AND end_ns > start_ns
-),
-edges AS (
-    SELECT source_id, device_id, start_ns AS t, 1 AS d, cls FROM ops
-    UNION ALL
-    SELECT source_id, device_id, end_ns, -1, cls FROM ops
-),
-counts AS (
-    SELECT source_id, device_id, t,
-           lead(t) OVER (PARTITION BY source_id, device_id ORDER BY t, d) AS next_t,
-           sum(CASE WHEN cls = 0 THEN d ELSE 0 END) OVER c AS n0,
-           sum(CASE WHEN cls = 1 THEN d ELSE 0 END) OVER c AS n1,
-           sum(CASE WHEN cls = 2 THEN d ELSE 0 END) OVER c AS n2,
-           sum(CASE WHEN cls = 3 THEN d ELSE 0 END) OVER c AS n3
-    FROM edges
-    WINDOW c AS (PARTITION BY source_id, device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING)
-),
+acts AS (SELECT * FROM gpu_activity),
 segs AS (  -- busy segments with their class, and the idle pieces
-    SELECT source_id, device_id, t AS start_ns, next_t AS end_ns, 'busy' AS state,
-           CASE WHEN n0 > 0 THEN 'compute' WHEN n1 > 0 THEN 'communication'
-                WHEN n2 > 0 THEN 'memcpy' ELSE 'memset' END AS category
-    FROM counts WHERE next_t > t AND n0 + n1 + n2 + n3 > 0
+    SELECT source_id, device_id, start_ns, end_ns, 'busy' AS state, category FROM tk_busy_segments('acts')
     UNION ALL
     SELECT source_id, device_id, start_ns, end_ns, 'idle', category FROM idle_attribution
 ),

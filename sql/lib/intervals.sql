@@ -40,3 +40,39 @@ CREATE OR REPLACE MACRO tk_enclosing(ranges, points) AS TABLE
     SELECT pb.point_id, rb.range_id
     FROM pb JOIN rb ON rb.key = pb.key AND rb.lvl = pb.lvl AND rb.bucket = pb.bucket
     WHERE pb.ts >= rb.start_ns AND pb.ts < rb.end_ns;
+
+-- tk_busy_segments(ops) -> TABLE (source_id, device_id, start_ns, end_ns, category)
+--   each GPU's busy time (the union of the operations of `ops`, the name of a relation with
+--   gpu_activity's columns, as a string) cut where the class of what
+--   runs changes, every instant given to one class by precedence: 'compute' (a kernel that is not
+--   communication), 'communication' (tk_kernel_type 'communication'), 'memcpy', 'memset'; so
+--   memcpy time is counted only where no kernel runs (its exposed part), and communication only
+--   where no compute kernel runs. Segments of one GPU are disjoint; adjacent ones may share a
+--   class. Method: one time-ordered pass per GPU over the operations' starts and ends with a
+--   running count per class.
+CREATE OR REPLACE MACRO tk_busy_segments(rel) AS TABLE
+    WITH ops AS (
+        SELECT source_id, device_id, start_ns, end_ns,
+               CASE WHEN kind = 'memcpy' THEN 2 WHEN kind = 'memset' THEN 3
+                    WHEN tk_kernel_type(kind, name) = 'communication' THEN 1 ELSE 0 END AS cls
+        FROM query_table(rel) WHERE device_id IS NOT NULL AND end_ns > start_ns
+    ),
+    edges AS (
+        SELECT source_id, device_id, start_ns AS t, 1 AS d, cls FROM ops
+        UNION ALL
+        SELECT source_id, device_id, end_ns, -1, cls FROM ops
+    ),
+    counts AS (
+        SELECT source_id, device_id, t,
+               lead(t) OVER (PARTITION BY source_id, device_id ORDER BY t, d) AS next_t,
+               sum(CASE WHEN cls = 0 THEN d ELSE 0 END) OVER c AS n0,
+               sum(CASE WHEN cls = 1 THEN d ELSE 0 END) OVER c AS n1,
+               sum(CASE WHEN cls = 2 THEN d ELSE 0 END) OVER c AS n2,
+               sum(CASE WHEN cls = 3 THEN d ELSE 0 END) OVER c AS n3
+        FROM edges
+        WINDOW c AS (PARTITION BY source_id, device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING)
+    )
+    SELECT source_id, device_id, t AS start_ns, next_t AS end_ns,
+           CASE WHEN n0 > 0 THEN 'compute' WHEN n1 > 0 THEN 'communication'
+                WHEN n2 > 0 THEN 'memcpy' ELSE 'memset' END AS category
+    FROM counts WHERE next_t > t AND n0 + n1 + n2 + n3 > 0;
