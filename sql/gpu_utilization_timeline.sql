@@ -5,7 +5,8 @@
 -- bucket, busy_ns = overlap of the bucket with the `gpu_busy` periods (0 for a bucket that no
 -- busy period touches). The last bucket may be shorter (bucket_end_ns is clipped to the window
 -- end).
--- Parameters: bucket_ns.
+-- Parameters:
+--   bucket_ns  NULL  the bucket length, ns (NULL: window_ns / 100 rounded up)
 --
 -- Uses: gpu_busy, gpu_utilization
 --

@@ -54,7 +54,8 @@
 -- latest end among those started before the gap (ASOF join on a running maximum). The compile
 -- intervals of a process are merged into disjoint intervals first.
 -- Names (operation and API) travel as numbers and are put back after the sort.
--- Parameters: kernel_wait_ns (DuckDB variable; `tracekit sql --param kernel_wait_ns=N`).
+-- Parameters:
+--   kernel_wait_ns  30000  a gap shorter than this before an op launched in time is kernel_wait, ns
 --
 -- Uses: gpu_activity
 --
@@ -199,7 +200,7 @@ result AS (
              WHEN is_late AND compile_ns > 0 AND compile_ns >= dur_ns - sync_ns - compile_ns THEN 'runtime_compile'
              WHEN is_late THEN 'host_wait'
              WHEN api_start_ns IS NOT NULL
-              AND dur_ns < coalesce(getvariable('kernel_wait_ns'), 30000) THEN 'kernel_wait'
+              AND dur_ns < getvariable('kernel_wait_ns') THEN 'kernel_wait'
              ELSE 'other'
            END AS cause,
            before_cid, after_cid, api_id, api_start_ns - start_ns AS launch_lag_ns, sync_ns, compile_ns,

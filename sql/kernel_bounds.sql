@@ -12,8 +12,7 @@
 --   3. |sm - mem| >= GAP               -> the larger one ('compute > memory' / 'memory > compute')
 --   4. otherwise                       -> 'balanced'
 --   NULL when sm or mem was not collected (bound_reason says so).
--- Thresholds are DuckDB variables with ncu's values as defaults: bound_high_pct (80),
--- bound_low_pct (60), bound_gap_pct (10), bound_waves (1).
+-- HIGH, LOW, GAP and the waves limit are the parameters below (ncu's values as defaults).
 -- `dominant` is the larger of the two SOL units regardless of the thresholds ('memory' on ties
 -- goes to 'compute', as in ncu). `memory_level` names the busiest memory unit of dram/l2/l1 %.
 --
@@ -32,6 +31,12 @@
 --   roofline_bound = 'memory' if arithmetic_intensity < ridge else 'compute'
 --   pct_of_peak_flop = 100 * ops/s of compute_class / its peak
 -- (Tensor "ops" count each multiply-add as 2; int8/int1 tensor ops count as ops.)
+--
+-- Parameters:
+--   bound_high_pct  80.0  SOL % above which a unit is 'high throughput' (ncu's value)
+--   bound_low_pct   60.0  both SOL units below this %: latency bound
+--   bound_gap_pct   10.0  the SOL difference that makes a verdict, percentage points
+--   bound_waves     1.0   fewer waves than this: 'small grid'
 --
 -- Uses: (tables only)
 --
@@ -69,10 +74,10 @@
 --   ncu_bottleneck         VARCHAR  ncu's own SOLBottleneck rule text, when present
 CREATE OR REPLACE VIEW kernel_bounds AS
 WITH params AS (
-    SELECT coalesce(try_cast(getvariable('bound_high_pct') AS DOUBLE), 80.0) AS high,
-           coalesce(try_cast(getvariable('bound_low_pct') AS DOUBLE), 60.0)  AS low,
-           coalesce(try_cast(getvariable('bound_gap_pct') AS DOUBLE), 10.0)  AS gap,
-           coalesce(try_cast(getvariable('bound_waves') AS DOUBLE), 1.0)     AS waves
+    SELECT try_cast(getvariable('bound_high_pct') AS DOUBLE) AS high,
+           try_cast(getvariable('bound_low_pct') AS DOUBLE) AS low,
+           try_cast(getvariable('bound_gap_pct') AS DOUBLE) AS gap,
+           try_cast(getvariable('bound_waves') AS DOUBLE) AS waves
 ),
 mv AS (  -- the metrics used below, keyed by meaning (ids first, details-page labels second)
     SELECT source_id, id, value,

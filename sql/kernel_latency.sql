@@ -48,6 +48,10 @@
 --   NULL                  none holds (e.g. a GEMM at 90 % of the tensor pipes), or no data
 -- remedy: the cause's remedy (the table in sql/kernel_latency.sql below, `remedies`).
 -- missing: what to collect for the rules that lacked data ('' when nothing is missing).
+-- Parameters:
+--   bound_waves    (kernel_bounds)
+--   bound_low_pct  (kernel_bounds)
+--
 -- Uses: kernel_bounds
 --
 -- Columns:
@@ -180,8 +184,8 @@ k AS (
 c AS (  -- the rule table, in order
     SELECT *,
         CASE
-            WHEN waves < coalesce(try_cast(getvariable('bound_waves') AS DOUBLE), 1.0) AND grid < sms
-             AND coalesce(greatest(sm_pct, memory_pct) < coalesce(try_cast(getvariable('bound_low_pct') AS DOUBLE), 60.0), true)
+            WHEN waves < try_cast(getvariable('bound_waves') AS DOUBLE) AND grid < sms
+             AND coalesce(greatest(sm_pct, memory_pct) < try_cast(getvariable('bound_low_pct') AS DOUBLE), true)
                 THEN 'small_grid'
             WHEN threads < 24 THEN 'divergence'
             WHEN sectors_ratio >= 2 OR (sectors_ratio IS NULL AND l1_sectors_per_request > 16) THEN 'uncoalesced'

@@ -15,7 +15,9 @@
 -- many steps launched the same kernels); `--param sequence_op=aten::linear` gives HTA's example.
 --   gpu_ns = summed duration of the operations of all those roots; cpu_ns = summed duration of
 --   the roots themselves (HTA's "GPU kernel duration" and "CPU op duration")
--- Parameters: sequence_op, min_pattern_len.
+-- Parameters:
+--   sequence_op      ''  only ranges whose name contains this text ('': every range)
+--   min_pattern_len  3   the fewest GPU operations a range launched to count
 -- Ordered by source_id, count DESC, pattern (HTA's order).
 --
 -- Uses: gpu_launches
@@ -36,7 +38,7 @@ WITH cand AS (
     FROM events
     WHERE pid IS NOT NULL AND device_id IS NULL AND NOT coalesce(is_instant, false)
       AND end_ns > start_ns AND depth IS NOT NULL
-      AND contains(name, coalesce(getvariable('sequence_op')::VARCHAR, ''))
+      AND contains(name, getvariable('sequence_op')::VARCHAR)
 ),
 top AS (
     SELECT c.* FROM cand c
@@ -62,7 +64,7 @@ roots AS (
            list(o.name ORDER BY o.start_ns, o.stream_id, o.name) AS kernel_names
     FROM top t JOIN owned o ON o.source_id = t.source_id AND o.range_id = t.event_id
     GROUP BY t.source_id, t.event_id, t.name, t.start_ns, t.end_ns
-    HAVING count(*) >= coalesce(getvariable('min_pattern_len')::BIGINT, 3)
+    HAVING count(*) >= getvariable('min_pattern_len')::BIGINT
 )
 SELECT source_id, op_name, any_value(ops) AS ops, count(*) AS count, sum(gpu_ns)::BIGINT AS gpu_ns,
        sum(cpu_ns)::BIGINT AS cpu_ns, min(start_ns) AS first_start_ns, kernel_names,

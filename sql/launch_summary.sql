@@ -13,7 +13,8 @@
 --   med_kernel_ns        median kernel duration
 --   kernel_ns            summed kernel duration
 --   launch_api_ns        summed duration of the launch calls (each call once)
--- Parameters: tiny_kernel_ns.
+-- Parameters:
+--   tiny_kernel_ns  10000  kernels shorter than this are tiny, ns
 --
 -- Uses: launch_latency
 --
@@ -35,7 +36,7 @@
 CREATE OR REPLACE VIEW launch_summary AS
 WITH k AS (
     SELECT source_id, device_id, count(*) AS kernels,
-           count(*) FILTER (WHERE dur_ns < coalesce(getvariable('tiny_kernel_ns'), 10000)) AS tiny_kernels,
+           count(*) FILTER (WHERE dur_ns < getvariable('tiny_kernel_ns')) AS tiny_kernels,
            quantile_cont(dur_ns, 0.5) AS med_kernel_ns, sum(dur_ns)::BIGINT AS kernel_ns
     FROM kernels WHERE device_id IS NOT NULL GROUP BY ALL
 ),

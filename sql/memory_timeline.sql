@@ -12,7 +12,8 @@
 --                                               it started at (carried from before) or any event in it
 -- The largest max_allocated_bytes of a GPU is its peak: for torch.profiler traces,
 -- torch.cuda.max_memory_allocated() over the profiled region (after reset_peak_memory_stats).
--- Parameters: bucket_ns.
+-- Parameters:
+--   bucket_ns  (gpu_utilization_timeline)
 --
 -- Uses: (tables only)
 --

@@ -20,7 +20,8 @@
 --   tokens = the token ids fed to aten::embedding calls inside the instances (the product of the
 --     ids' sizes: batch x sequence), NULL when there is none; *_per_token divide by it.
 --   Per instance: divide by `instances` (e.g. bytes / instances = the bytes of one decode step).
--- Parameters: latency_pct (default 40), peak_tflops, peak_tbps.
+-- Parameters (peak_tflops and peak_tbps through roofline):
+--   latency_pct  (roofline)
 --
 -- Uses: roofline, phase_ops
 --
@@ -116,7 +117,7 @@ SELECT source_id, phase, instances, gpu_ns, span_ns, modelled_gpu_ns,
        CASE WHEN flops > 0 AND intensity >= peak_flops_per_s / peak_bytes_per_s THEN 'compute' ELSE 'memory' END AS roof,
        CASE WHEN peak_flops_per_s IS NULL OR peak_bytes_per_s IS NULL THEN NULL
             WHEN greatest(coalesce(100 * flops_per_s / peak_flops_per_s, 0), coalesce(100 * bytes_per_s / peak_bytes_per_s, 0))
-                 < coalesce(getvariable('latency_pct'), 40) THEN 'latency'
+                 < getvariable('latency_pct') THEN 'latency'
             WHEN flops > 0 AND intensity >= peak_flops_per_s / peak_bytes_per_s THEN 'compute'
             ELSE 'memory' END AS bound,
        dtype, tokens::BIGINT AS tokens,

@@ -35,7 +35,10 @@
 --     ramp-up, tails, too few blocks); else the roof. NULL when the device's peaks are unknown.
 --   ncu_*          = where `ncu_timeline_match` paired an ncu result with the call's main kernel
 --     (its longest): `kernel_bounds`' measured roofline class, DRAM and SM throughput.
--- Parameters: latency_pct (default 40), peak_tflops, peak_tbps.
+-- Parameters:
+--   latency_pct  40    a call below this % of both roofs is 'latency' bound
+--   peak_tflops  NULL  the compute roof, dense TFLOP/s (NULL: tk_device_peaks' for the device)
+--   peak_tbps    NULL  the memory roof, TB/s (NULL: tk_device_peaks' for the device)
 -- Method (no effect on the result): each call's args are parsed once (`tk_op_args_json`: shapes,
 --   types, values and torch's FLOPs together); the shape lists are then read and the FLOPs and
 --   bytes modelled once per distinct (operator, shapes text, types text, values text, kernel
@@ -217,7 +220,7 @@ SELECT r.source_id, r.event_id, r.op, CAST(r.dims AS VARCHAR) AS shapes, r.dtype
             ELSE 'memory' END AS roof,
        CASE WHEN r.peak_bytes_per_s IS NULL OR r.peak_flops_per_s IS NULL THEN NULL
             WHEN greatest(coalesce(r.pct_peak_flops, 0), coalesce(r.pct_peak_bytes, 0))
-                 < coalesce(getvariable('latency_pct'), 40) THEN 'latency'
+                 < getvariable('latency_pct') THEN 'latency'
             WHEN r.flops > 0 AND r.intensity >= r.peak_flops_per_s / r.peak_bytes_per_s THEN 'compute'
             ELSE 'memory' END AS bound,
        r.device,

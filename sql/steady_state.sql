@@ -44,7 +44,8 @@
 -- (what covers a copy is the union of those alone), found by an ASOF join on the copies' running
 -- maximum end (a kernel overlaps a copy when the copies that start before it ends reach past
 -- its start).
--- Parameters: min_step_repeats.
+-- Parameters:
+--   min_step_repeats  3  the fewest instances of a phase (or repeats of a kernel sequence) that make steps
 --
 -- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
 --
@@ -52,8 +53,8 @@
 --   source_id              INTEGER  the source
 --   device_id              INTEGER  GPU index
 --   method                 VARCHAR  'steps' (repeated ranges), 'kernels' (a repeated kernel sequence) or 'whole'
---   step_phases            VARCHAR  'steps': the repeated phases, comma-separated; 'kernels': 'kernel sequence
---                                   of P kernels from <anchor short_name>'; NULL for 'whole'
+--   step_phases            VARCHAR  'steps': the repeated phases, comma-separated; 'kernels':
+--                                   'kernel sequence of P kernels from <anchor short_name>'; NULL for 'whole'
 --   steps                  BIGINT   the steps (phase instances, or repetitions of the sequence)
 --   window_start_ns        BIGINT   steady window start on this device, ns
 --   window_end_ns          BIGINT   steady window end, ns
@@ -91,7 +92,7 @@ WITH inst AS (  -- the instances of phases that launched GPU work, libraries' ow
 rep AS (  -- the repeated phases of each source
     SELECT source_id, phase
     FROM inst
-    GROUP BY ALL HAVING count(*) >= coalesce(getvariable('min_step_repeats'), 3)
+    GROUP BY ALL HAVING count(*) >= getvariable('min_step_repeats')
 ),
 steps AS (
     SELECT i.source_id, string_agg(DISTINCT i.phase, ',' ORDER BY i.phase) AS step_phases,
@@ -123,7 +124,7 @@ anchor AS (  -- the period (the longest distance that qualifies) and the name th
         SELECT r.source_id, r.device_id, r.name, r.d,
                row_number() OVER (PARTITION BY r.source_id, r.device_id ORDER BY r.d DESC, r.first_i, r.name) AS rk
         FROM rec r JOIN tot t ON t.source_id = r.source_id AND t.device_id = r.device_id
-        WHERE r.times >= coalesce(getvariable('min_step_repeats'), 3) - 1
+        WHERE r.times >= getvariable('min_step_repeats') - 1
           AND 2 * r.times * r.d >= t.n - r.first_i + 1)
     WHERE rk = 1
 ),
@@ -135,7 +136,7 @@ kspan AS (  -- the anchor's occurrences that start a step
     JOIN tot t ON t.source_id = o.source_id AND t.device_id = o.device_id
     WHERE o.nxt = a.d OR (o.nxt IS NULL AND o.prv = a.d AND o.i + a.d - 1 <= t.n)
     GROUP BY o.source_id, o.device_id, a.d
-    HAVING count(*) >= coalesce(getvariable('min_step_repeats'), 3)
+    HAVING count(*) >= getvariable('min_step_repeats')
 ),
 reach AS (  -- how far the repetition reaches before the first step and after the last: back
              -- while a kernel has the name of the kernel P later, on while it has the name P before

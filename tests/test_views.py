@@ -363,3 +363,28 @@ def test_steady_state_exposed_memcpy_equals_a_sweep(path, convert):
         want = sum(e - s - sum(max(0, min(e, me) - max(s, ms)) for ms, me in merged) for s, e in copies)
         assert sum(e - s for s, e in copies) == memcpy_ns
         assert exposed == want
+
+
+def test_each_parameter_has_one_default_in_the_view_that_owns_it():
+    """Issue 46: a view parameter's default is written once, in its owner's `-- Parameters:`
+    section; the bodies read bare getvariable() (the loader adds the default), and the diagnose
+    thresholds that are view parameters take it from there."""
+    import re
+
+    from tracekit.diagnose.model import THRESHOLDS
+
+    defaults = views.parameter_defaults()  # raises on a view that reads an undeclared parameter
+    assert set(defaults) == set(views.all_parameters())
+    literal = re.compile(r"coalesce\(\s*(try_cast\()?getvariable\('[a-z_]+'\)[^,]*,\s*[-0-9.']")
+    for v in views.all_views():
+        assert not literal.search(v.definition), f"{v.path}: a default written in the body"
+    for name, th in THRESHOLDS.items():
+        if th.view_param:
+            assert str(th.default) == defaults[name] or float(th.default) == float(defaults[name]), name
+    # the default applies where no value is set, and a set value wins (kernel_wait_ns: idle_gaps)
+    con = views.duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    expanded = views.expand("SELECT getvariable('kernel_wait_ns') AS k FROM t")
+    assert con.execute(expanded).fetchone()[0] == 30000
+    con.execute("SET VARIABLE kernel_wait_ns = 5")
+    assert con.execute(expanded).fetchone()[0] == 5

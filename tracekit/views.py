@@ -18,8 +18,13 @@ Rules that several views share are written once, as DuckDB macros in ``sql/lib/*
 file's header documents its macros); `register_library` creates them (TEMP) on a connection
 before any view.
 
-Parameters are DuckDB variables read with ``getvariable('name')`` and a documented default;
-``tracekit sql --param name=value`` sets them.
+Parameters are DuckDB variables read with ``getvariable('name')``; ``tracekit sql --param
+name=value`` sets them. Each has one default, declared in the header of the view that owns it
+(a ``-- Parameters:`` section: ``--   <name>  <default SQL literal>  <meaning>``; a view that reads
+another's parameter lists it as ``--   <name>  (<owner view>)``). The loader writes each
+``getvariable('name')`` of a view as ``coalesce(getvariable('name'), <default>)`` (`expand`), so
+that the SQL bodies hold no second copy of a default; `parameter_defaults` gives them to Python
+(the diagnose thresholds that are view parameters) and to the Spark translator.
 """
 
 from __future__ import annotations
@@ -67,18 +72,78 @@ def source_parts(text: str) -> tuple[str, str]:
 _USES = re.compile(r"^--\s*Uses:\s*(.*)$", re.MULTILINE)
 
 
+_PARAMS_SECTION = re.compile(r"^--\s*Parameters(?: \([^)]*\))?:\s*$((?:\n--   \S.*$)+)", re.MULTILINE)
+_PARAM_LINE = re.compile(r"^--   ([a-z_][a-z0-9_]*)\s+(\([a-z_][a-z0-9_]*\)|NULL|-?[0-9][0-9_.e]*|'[^']*')(?:\s+(.*))?$")
+
+
+def _declared_parameters(path: Path, text: str) -> dict[str, tuple[str | None, str | None, str]]:
+    """A view file's ``-- Parameters:`` section: name -> (default SQL literal or None, owner view
+    or None, meaning)."""
+    m = _PARAMS_SECTION.search(text)
+    out: dict[str, tuple[str | None, str | None, str]] = {}
+    if not m:
+        return out
+    for line in m.group(1).strip("\n").split("\n"):
+        pm = _PARAM_LINE.match(line)
+        if not pm:
+            raise ValueError(f"{path}: a '-- Parameters:' line must read '--   <name>  <default>  <meaning>' "
+                             f"or '--   <name>  (<owner view>)': {line!r}")
+        name, dflt, meaning = pm.group(1), pm.group(2), (pm.group(3) or "").strip()
+        out[name] = (None, dflt[1:-1], meaning) if dflt.startswith("(") else (dflt.replace("_", ""), None, meaning)
+    return out
+
+
+@lru_cache(maxsize=1)
+def parameter_defaults() -> dict[str, str]:
+    """Every view parameter's default, as the SQL literal its owner's header declares ('NULL':
+    none; the view then says what it does without one). A parameter read by a view must be
+    declared in its header: with its default by exactly one view, by name of that view by the
+    others."""
+    owners: dict[str, tuple[str, str]] = {}
+    refs: list[tuple[Path, str, str]] = []
+    for p in _view_files():
+        text = p.read_text()
+        decl = _declared_parameters(p, text)
+        read = set(_PARAM.findall(text))
+        if set(decl) != read:
+            raise ValueError(f"{p}: '-- Parameters:' must list exactly the parameters the view reads "
+                             f"({', '.join(sorted(read)) or 'none'})")
+        for name, (dflt, owner, _) in decl.items():
+            if dflt is not None:
+                if name in owners:
+                    raise ValueError(f"{p}: parameter {name} already has its default in {owners[name][1]}")
+                owners[name] = (dflt, p.name)
+            else:
+                refs.append((p, name, owner or ""))
+    for p, name, owner in refs:
+        if name not in owners or owners[name][1] != f"{owner}.sql":
+            raise ValueError(f"{p}: parameter {name} is owned by {owners.get(name, ('', 'no view'))[1]}, "
+                             f"not {owner}")
+    return {k: v[0] for k, v in sorted(owners.items())}
+
+
+def expand(text: str) -> str:
+    """A view's SQL with each ``getvariable('name')`` given its default (`parameter_defaults`)."""
+    defaults = parameter_defaults()
+    return _PARAM.sub(lambda m: f"coalesce({m.group(0)}, {defaults[m.group(1)]})", text)
+
+
+def _view_files() -> list[Path]:
+    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros)
+    return sorted((p for p in sql_dir().rglob("*.sql") if p.parent.name != "lib"), key=lambda p: p.stem)
+
+
 @lru_cache(maxsize=1)
 def all_views() -> tuple[View, ...]:
     out = []
-    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros)
-    files = [p for p in sql_dir().rglob("*.sql") if p.parent.name != "lib"]
-    for p in sorted(files, key=lambda p: p.stem):
-        text = p.read_text()
+    for p in _view_files():
+        written = p.read_text()
+        text = expand(written)
         first = text.splitlines()[0] if text else ""
         m = _HEADER.match(first)
         if not m or m.group(1) != p.stem:
             raise ValueError(f"{p}: first line must be '-- {p.stem}: <description>'")
-        header, definition = source_parts(text)
+        header, definition = source_parts(written)
         u = _USES.search(text)
         if not u:
             raise ValueError(f"{p}: no '-- Uses: ...' line in the header")

@@ -52,8 +52,9 @@
 -- max costs a third of DuckDB's last_value IGNORE NULLS over long runs of NULLs); a range launched GPU
 -- work when the running count of API calls with a correlation id grew between its start and end.
 -- Rows are in no particular order.
--- Parameters: plan_min_ns (default 1000000), dispatch_max_ns (default 200000); kernel_wait_ns
--- (through idle_gaps, no effect here).
+-- Parameters (kernel_wait_ns, idle_gaps' own, has no effect here):
+--   plan_min_ns      1000000  a cuDNN / cuBLAS op or an API call at least this long builds a plan, ns
+--   dispatch_max_ns  200000   in a gap shorter than this, host time between launches is 'launch', ns
 --
 -- Uses: idle_gaps
 --
@@ -85,7 +86,7 @@ thr AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid, device_id FROM late),
 tids AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid FROM thr),
 ev AS MATERIALIZED (  -- the threads' ranges, with what their names mark
     SELECT source_id, pid, tid, event_id, parent_id, depth, start_ns, end_ns, name, category,
-           CASE WHEN m0 = 'plan' THEN CASE WHEN dur_ns >= coalesce(getvariable('plan_min_ns'), 1000000)
+           CASE WHEN m0 = 'plan' THEN CASE WHEN dur_ns >= getvariable('plan_min_ns')
                                            THEN 'plan' END
                 ELSE m0 END AS mark
     FROM (SELECT e.*, tk_host_mark(e.category, e.name) AS m0
@@ -116,7 +117,7 @@ comp AS (
     WHERE c.end_ns > c.start_ns
     UNION ALL  -- a long launch or attribute call: lazy module loading, a library's plan being built
     SELECT source_id, pid, tid, start_ns, end_ns FROM api
-    WHERE end_ns - start_ns >= coalesce(getvariable('plan_min_ns'), 1000000) AND is_alloc = 0
+    WHERE end_ns - start_ns >= getvariable('plan_min_ns') AND is_alloc = 0
       AND tk_sync_kind(name) IS NULL AND NOT tk_is_graph_launch(name)
 ),
 host AS (  -- the host boundaries: o orders those at one instant (ends, then gaps, then starts)
@@ -207,7 +208,7 @@ pieces AS (
                 WHEN s.n_alloc > 0 THEN 'cpu_op'
                 WHEN s.n_comp > 0 THEN 'compile'  -- in a long cuDNN / cuBLAS op (plan), no allocator call
                 WHEN s.n_api > 0 THEN 'launch'
-                WHEN l.end_ns - l.start_ns < coalesce(getvariable('dispatch_max_ns'), 200000) THEN 'launch'
+                WHEN l.end_ns - l.start_ns < getvariable('dispatch_max_ns') THEN 'launch'
                 WHEN e.event_id IS NULL THEN 'untraced'
                 WHEN coalesce(n.launches, 0) = 0 OR tk_is_op_range(e.category, e.name) THEN 'cpu_op'
                 ELSE 'untraced'

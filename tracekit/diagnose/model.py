@@ -4,10 +4,11 @@ evidence, and the formatting helpers the rules and renderers share."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from .. import __version__, views
 from ..names import plural as _plural
 
 # --------------------------------------------------------------------------------------------
@@ -19,6 +20,13 @@ class Threshold:
     default: float
     doc: str
     view_param: bool = False  # a DuckDB variable read by a view (set on the connection)
+
+
+def _view_param(name: str, doc: str) -> Threshold:
+    """A threshold that is a view parameter: its default is the one its owning view declares
+    (sql/, `views.parameter_defaults`), never a second copy here."""
+    lit = views.parameter_defaults()[name]
+    return Threshold(int(lit) if re.fullmatch(r"-?[0-9]+", lit) else float(lit), doc, view_param=True)
 
 
 THRESHOLDS: dict[str, Threshold] = {
@@ -58,32 +66,32 @@ THRESHOLDS: dict[str, Threshold] = {
     "cause_min_pct": Threshold(
         5, "a finding for an idle category of time_breakdown (launch, sync, compile, copy, data, cpu_op, "
            "untraced, rank_wait, queued, unknown) when it holds at least this % of the steady window"),
-    "plan_min_ns": Threshold(
-        1_000_000, "view parameter of idle_attribution: a cuDNN / cuBLAS operator at least this long is "
-                   "building a plan (compile)", view_param=True),
-    "dispatch_max_ns": Threshold(
-        200_000, "view parameter of idle_attribution: in gaps shorter than this, the host's time "
-                 "between launches is launch overhead", view_param=True),
+    "plan_min_ns": _view_param(
+        "plan_min_ns", "view parameter of idle_attribution: a cuDNN / cuBLAS operator at least this long is "
+                   "building a plan (compile)"),
+    "dispatch_max_ns": _view_param(
+        "dispatch_max_ns", "view parameter of idle_attribution: in gaps shorter than this, the host's time "
+                 "between launches is launch overhead"),
     "sev_high_pct": Threshold(25, "severity 'high' when the share at stake is at least this %"),
     "sev_medium_pct": Threshold(5, "severity 'medium' when at least this % (else 'low')"),
-    "kernel_wait_ns": Threshold(
-        30000, "view parameter of idle_gaps: gaps shorter than this after an already launched "
-               "op are kernel_wait", view_param=True),
-    "min_step_repeats": Threshold(
-        3, "view parameter of steady_state: a phase with at least this many instances is a repeated "
+    "kernel_wait_ns": _view_param(
+        "kernel_wait_ns", "view parameter of idle_gaps: gaps shorter than this after an already launched "
+               "op are kernel_wait"),
+    "min_step_repeats": _view_param(
+        "min_step_repeats", "view parameter of steady_state: a phase with at least this many instances is a repeated "
            "step (libraries' own ranges are not; without such a phase, a kernel sequence repeated this "
            "many times); the window judged is from the first to the last step (start-up and tear-down "
-           "apart)", view_param=True),
-    "tiny_kernel_ns": Threshold(
-        10000, "view parameter of launch_summary: kernels shorter than this are tiny", view_param=True),
-    "bound_high_pct": Threshold(80, "view parameter of kernel_bounds (ncu's SOL 'high throughput')",
-                                view_param=True),
-    "bound_low_pct": Threshold(60, "view parameter of kernel_bounds (both SOL units below: latency)",
-                               view_param=True),
-    "bound_gap_pct": Threshold(10, "view parameter of kernel_bounds (SOL difference for a verdict)",
-                               view_param=True),
-    "bound_waves": Threshold(1, "view parameter of kernel_bounds (fewer waves: 'small grid')",
-                             view_param=True),
+           "apart)"),
+    "tiny_kernel_ns": _view_param(
+        "tiny_kernel_ns", "view parameter of launch_summary: kernels shorter than this are tiny"),
+    "bound_high_pct": _view_param(
+        "bound_high_pct", "view parameter of kernel_bounds (ncu's SOL 'high throughput')"),
+    "bound_low_pct": _view_param(
+        "bound_low_pct", "view parameter of kernel_bounds (both SOL units below: latency)"),
+    "bound_gap_pct": _view_param(
+        "bound_gap_pct", "view parameter of kernel_bounds (SOL difference for a verdict)"),
+    "bound_waves": _view_param(
+        "bound_waves", "view parameter of kernel_bounds (fewer waves: 'small grid')"),
     "mem_peak_pct": Threshold(
         85, "memory_pressure when a GPU's memory peak (memory_peaks, scope 'device': the higher of "
             "reserved and allocated) reaches this % of its memory (severity medium) ..."),
@@ -94,10 +102,9 @@ THRESHOLDS: dict[str, Threshold] = {
     "mem_frag_gib": Threshold(
         2, "memory_pressure (low) when torch's caching allocator reserved at least this many GiB "
            "(and a quarter of its reserve) more than it ever had in use"),
-    "latency_pct": Threshold(
-        40, "view parameter of roofline / phase_roofline: below this % of both the peak FLOP/s and "
-            "the peak DRAM bandwidth an operator or phase is latency-bound (fixed costs, not a roof)",
-        view_param=True),
+    "latency_pct": _view_param(
+        "latency_pct", "view parameter of roofline / phase_roofline: below this % of both the peak FLOP/s and "
+            "the peak DRAM bandwidth an operator or phase is latency-bound (fixed costs, not a roof)"),
 }
 
 CODES = {

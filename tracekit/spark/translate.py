@@ -860,7 +860,7 @@ def translate_tree(tree: exp.Expression, params: dict | None = None) -> str:
 @lru_cache(maxsize=64)
 def _view_tree(name: str) -> exp.Expression:
     v = next(v for v in V.all_views() if v.name == name)
-    st = sqlglot.parse_one(v.definition, read=_DuckDB)
+    st = sqlglot.parse_one(V.expand(v.definition), read=_DuckDB)  # each parameter with its default
     if not isinstance(st, exp.Create):
         raise TranslationError(f"{v.path}: not one CREATE VIEW statement")
     return st.expression
