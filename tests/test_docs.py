@@ -19,7 +19,7 @@ def test_generated_docs_are_current():
     text = (REPO / "docs" / "views.md").read_text()
     names = [v.name for v in views.all_views()]
     assert re.findall(r"^## (\w+)$", text, re.MULTILINE) == names
-    assert len(names) == 45 and "## memory_events" not in text
+    assert len(names) >= 45 and "## memory_events" not in text  # memory_events is a table
     assert all(f"\n{v.header.rstrip()}\n" in text for v in views.all_views())
 
 
