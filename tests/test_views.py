@@ -388,3 +388,38 @@ def test_each_parameter_has_one_default_in_the_view_that_owns_it():
     assert con.execute(expanded).fetchone()[0] == 30000
     con.execute("SET VARIABLE kernel_wait_ns = 5")
     assert con.execute(expanded).fetchone()[0] == 5
+
+
+def test_library_modules_declare_their_includes_and_load_on_demand(convert, monkeypatch):
+    """Issue 46: each sql/lib file says which other library files it calls (`-- Includes:`), the
+    declaration is exact, a cycle is refused, and a session creates only the modules its queries
+    and views call."""
+    import re
+
+    from tracekit.store import Store
+
+    mods = views.lib_modules()
+    owner = {m.lower(): k for k, (_p, _t, ms, _i) in mods.items() for m in ms}
+    for name, (path, _t, _m, inc) in mods.items():
+        body = "\n".join(re.sub(r"--.*$", "", line) for line in path.read_text().split("\n"))
+        calls = {owner[w.lower()] for w in re.findall(r"[A-Za-z_]\w*", body) if w.lower() in owner} - {name}
+        assert set(inc) == calls, (path.name, sorted(inc), sorted(calls))
+    assert views.lib_needed("select tk_merge_intervals('x')") == ["names", "intervals"]
+    assert views.lib_needed("select 1") == []
+
+    path = convert(FIXTURES / "kineto" / "decode_b1.json.gz").path
+    with Store(path, read_only=True) as st:
+        st._keep = False  # TEMP copies, not the store's own
+        st._library = True
+        assert st.one("select count(*) from idle_gaps") > 100
+        assert st._libs == set(views.lib_needed(views.by_name("idle_gaps").text + views.by_name("gpu_activity").text))
+        assert "ops" not in st._libs and "memory" not in st._libs
+        assert st.one("select tk_dtype_bytes('float16')") == 2  # a user's query loads what it calls
+        assert "names" in st._libs
+
+    fake = dict(mods)
+    p0, t0, m0, _ = fake["names"]
+    fake["names"] = (p0, t0, m0, ("intervals",))
+    monkeypatch.setattr(views, "lib_modules", lambda: fake)
+    with pytest.raises(ValueError, match="include cycle"):
+        views.lib_needed("select tk_merge_intervals('x')")

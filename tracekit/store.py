@@ -172,7 +172,8 @@ class Store:
         if not read_only and not has_tables:
             _create_tables(self._con)
         self._views: set[str] = set()  # the views created so far
-        self._library = False  # the macros of sql/lib/ created
+        self._library = False  # the store's own copies of the views and macros checked
+        self._libs: set[str] = set()  # the sql/lib modules created (TEMP), on demand
         self._init_kept(read_only)
         self.sandboxed = read_only if sandbox is None else bool(sandbox)
         locked = self._con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
@@ -221,11 +222,16 @@ class Store:
         if not self._library:
             if self._keep and self._copies_are_current():
                 self._views.update(v.name for v in views.all_views())  # the store's own copies
-            else:
-                views.register_library(self._con)
+                self._libs.update(views.lib_modules())
             self._library = True
         names = views.referenced(query)
         need = [n for n in names if n not in self._views]
+        # the library modules the query and the views to create call, each after its includes
+        libs = [m for m in views.lib_needed(" ".join([query] + [views.by_name(n).text for n in need]))
+                if m not in self._libs]
+        if libs:
+            views.register_library(self._con, libs)
+            self._libs.update(libs)
         if need:
             views.register(self._con, need)
             self._views.update(need)
@@ -712,6 +718,7 @@ def open_parquet(directory: str | os.PathLike, sandbox: bool = False) -> Store:
     st._con = fit_threads(duckdb.connect())
     st._views = set()
     st._library = False
+    st._libs = set()
     st._init_kept(True)  # nothing writes the files while it is open
     st.sandboxed = bool(sandbox)
     kind = "TABLE" if sandbox else "VIEW"

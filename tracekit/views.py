@@ -164,9 +164,61 @@ def library() -> tuple[tuple[Path, str], ...]:
                  for p in sorted((sql_dir() / "lib").glob("*.sql")))
 
 
-def register_library(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the macros of ``sql/lib/`` on the connection (the views use them)."""
+_INCLUDES = re.compile(r"^--\s*Includes:\s*(.*)$", re.MULTILINE)
+
+
+@lru_cache(maxsize=1)
+def lib_modules() -> dict[str, tuple[Path, str, tuple[str, ...], tuple[str, ...]]]:
+    """The library as modules: file stem -> (path, statements made TEMP, the macros it defines,
+    the modules it includes: its header's ``-- Includes:`` line, '(none)' for none)."""
+    out = {}
     for path, text in library():
+        raw = path.read_text()
+        m = _INCLUDES.search(raw)
+        if not m:
+            raise ValueError(f"{path}: no '-- Includes: <modules>' line (or '-- Includes: (none)') in the header")
+        inc = tuple(x.strip() for x in m.group(1).split(",") if x.strip() and x.strip() != "(none)")
+        out[path.stem] = (path, text, tuple(_MACRO_NAME.findall(raw)), inc)
+    for path, _t, _m, inc in out.values():
+        unknown = [i for i in inc if i not in out]
+        if unknown:
+            raise ValueError(f"{path}: '-- Includes:' names no library file {', '.join(unknown)}")
+    return out
+
+
+@lru_cache(maxsize=1)
+def _macro_module() -> dict[str, str]:
+    return {m.lower(): name for name, (_p, _t, macros, _i) in lib_modules().items() for m in macros}
+
+
+def lib_needed(text: str) -> list[str]:
+    """The library modules that SQL ``text`` calls a macro of, with the modules they include,
+    each after those it includes; raises on an include cycle."""
+    mods = lib_modules()
+    owner = _macro_module()
+    out: list[str] = []
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if name in stack:
+            raise ValueError(f"sql/lib: include cycle {' -> '.join(stack + (name,))}")
+        if name in out:
+            return
+        for dep in mods[name][3]:
+            visit(dep, stack + (name,))
+        out.append(name)
+
+    for w in dict.fromkeys(x.lower() for x in _WORD.findall(text)):
+        if w in owner:
+            visit(owner[w], ())
+    return out
+
+
+def register_library(con: duckdb.DuckDBPyConnection, modules: list[str] | None = None) -> None:
+    """Create the macros of ``sql/lib/`` on the connection (the views use them): of the modules
+    named (`lib_needed` gives them in order), or of every file."""
+    mods = lib_modules()
+    for name in (modules if modules is not None else lib_needed(" ".join(_macro_module()))):
+        path, text = mods[name][0], mods[name][1]
         try:
             con.execute(text)
         except duckdb.Error as e:
@@ -189,17 +241,19 @@ def _order() -> dict[str, tuple[str, ...]]:
         uses[v.name] = set(v.uses)
     out = {}
 
-    def visit(name, seen, order):
+    def visit(name, seen, order, stack):
+        if name in stack:
+            raise ValueError(f"sql/: the views' '-- Uses:' lines form a cycle: {' -> '.join(stack + (name,))}")
         if name in seen:
             return
         seen.add(name)
         for dep in sorted(uses[name]):
-            visit(dep, seen, order)
+            visit(dep, seen, order, stack + (name,))
         order.append(name)
 
     for name in by_name:
         order: list[str] = []
-        visit(name, set(), order)
+        visit(name, set(), order, ())
         out[name] = tuple(order)
     return out
 
@@ -230,6 +284,11 @@ def register(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
 @lru_cache(maxsize=1)
 def _by_name() -> dict[str, View]:
     return {v.name: v for v in all_views()}
+
+
+def by_name(name: str) -> View:
+    """The view called ``name``."""
+    return _by_name()[name]
 
 
 @lru_cache(maxsize=1)

@@ -1,5 +1,7 @@
 -- lib/host_calls: which host API calls synchronize with the GPU, and which load or compile GPU code.
 --
+-- Includes: names
+--
 -- The one definition of each class of host call, shared by the views (DuckDB macros, created
 -- on every connection before the views, as TEMP macros, so they work on read-only stores).
 --

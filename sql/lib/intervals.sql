@@ -1,5 +1,7 @@
 -- lib/intervals: interval idioms shared by the views.
 --
+-- Includes: names
+--
 -- tk_merge_intervals(rel) -> TABLE (key, start_ns, end_ns, n)
 --   the union of the intervals of `rel` (the name of a table, view or CTE of the calling query,
 --   as a string) per `key`, as disjoint, maximal intervals: rel must have the columns key (any

@@ -1,5 +1,7 @@
 -- lib/memory: device memory as the allocators saw it.
 --
+-- Includes: (none)
+--
 -- tk_is_device_memory(memory_kind) -> BOOLEAN
 --   a `memory_events` row of GPU memory: memory_kind 'device', 'device_static' or 'array' (host,
 --   pinned, pageable and managed memory are not counted as GPU memory).

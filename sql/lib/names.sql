@@ -1,5 +1,7 @@
 -- lib/names: what a name or a row says: phase of a range, library range, graph launch or span, communication kernel, kernel type.
 --
+-- Includes: (none)
+--
 -- tk_phase(name) -> VARCHAR
 --   the phase of an NVTX range or record_function annotation: its name without a trailing
 --   '#<number>' (ProfilerStep#12 -> ProfilerStep), so the instances of a step share one phase,

@@ -2,6 +2,8 @@
 -- bytes moved) a model of the operator derives from those shapes. The one place the per-op models
 -- live; `roofline` applies them. Element sizes per dtype are `tk_dtype_bytes` (lib/names).
 --
+-- Includes: (none)
+--
 -- Shapes of an operator, one mapping per format:
 --   Kineto (torch.profiler record_shapes=True): the cpu_op's args "Input Dims", "Input type",
 --     "Concrete Inputs" (the values of scalar and int-list arguments), "flops" (with_flops, where

@@ -1,5 +1,7 @@
 -- lib/peaks: the hardware limits a roofline is drawn against.
 --
+-- Includes: (none)
+--
 -- tk_device_peaks() -> TABLE (priority, pattern, device, bytes_per_s, fp8, bf16, fp16, tf32,
 --                             fp32, fp64, int8)
 --   one row per data-centre GPU: `pattern` is a case-insensitive regular expression on the device

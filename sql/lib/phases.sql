@@ -1,6 +1,8 @@
 -- lib/phases: which GPU operations belong to a phase instance (the one rule phase_instances,
 -- phase_ops and phase_idle share).
 --
+-- Includes: names
+--
 -- tk_phase_launches(launches) -> TABLE
 --   every (phase instance, GPU operation) pair where the operation's launch call started on the
 --   instance's thread inside it: an instance is an `events` row with

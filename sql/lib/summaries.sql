@@ -1,5 +1,7 @@
 -- lib/summaries: the statistics and names of the `nsys stats`-style summary views.
 --
+-- Includes: (none)
+--
 -- tk_stats(x) -> STRUCT(total BIGINT, n BIGINT, avg DOUBLE, med DOUBLE, min, max, stddev DOUBLE)
 --   an aggregate (use it with GROUP BY): the figures `nsys stats` prints per group, with its
 --   definitions: total = sum(x), n = the group's rows (count(*)), avg = mean, med = median (the mean of the two
