@@ -7,9 +7,9 @@ DISTRIBUTION = "tracekit-gpu"
 
 
 #: pyarrow's memory pool in a process tracekit owns (`own_process`): glibc's malloc, through
-#: ARROW_DEFAULT_MEMORY_POOL, which pyarrow reads once. pyarrow's default, mimalloc, kept more
-#: of what was freed: the 179 MB capture converted at 272 MB peak RSS against 301 MB, a 2 M-kernel
-#: nsys export at 357-362 MB against 385-388, in the same time (docs/scaling.md, "Knobs").
+#: ARROW_DEFAULT_MEMORY_POOL, which pyarrow reads once. pyarrow's default, mimalloc, keeps more
+#: of what was freed: ~30 MB (~10 %) more peak RSS for a conversion, in the same time
+#: (docs/scaling.md, "Knobs").
 OWN_ARROW_POOL = "system"
 
 
@@ -32,8 +32,8 @@ def own_process() -> None:
 
 class _imports_without_gc:
     """Python's cyclic garbage collector paused while a process tracekit owns imports DuckDB,
-    pyarrow and tracekit, whose many long-lived objects set off ~70 collections (~18 ms, 7 % of
-    the imports, 2026-12-04); then those objects are frozen (`gc.freeze`: module-level objects,
+    pyarrow and tracekit, whose many long-lived objects would set off ~70 collections (~7 % of
+    the imports' time); then those objects are frozen (`gc.freeze`: module-level objects,
     which live as long as the process; else the first collection after would go over them all)
     and the collector restored as it was."""
 

@@ -99,9 +99,8 @@ class Plan:
     duckdb_limit: int      # DuckDB's memory_limit while converting with parallel inserts (nsys) and
                            # merging (beyond it: spill files)
     duckdb_serial_limit: int  # ... while one thread inserts (Kineto, ncu): one insert thread's share.
-                           # It holds that thread's open row groups; more only kept written blocks:
-                           # the 179 MB capture converted at 313-321 MB peak RSS with 128 MiB, at
-                           # 288-307 MB with 64 MiB, in the same time (docs/scaling.md)
+                           # It holds that thread's open row groups; more only keeps written blocks
+                           # (~25 MB more peak RSS at 128 MiB, no faster; docs/scaling.md)
     insert_threads: int    # at most this many DuckDB threads insert in parallel (each fills row groups)
     nsys_chunk_rows: int   # rows per rowid range of the nsys reader (kernel rows: ~700 B each with args)
     nsys_readers: int      # at most this many ranges read ahead by the nsys reader's threads
@@ -129,7 +128,7 @@ def plan(budget: int | None = None) -> Plan:
     the Python process itself (~100 MB), the readers' blocks and the batches in flight."""
     b = current() if budget is None else budget
     free = max(0, b - BASE_BYTES)  # what the process itself does not take
-    duck = max(8 * MB, free * 128 // 300)  # 128 MiB at 400 MB, the cap measured before the budget
+    duck = max(8 * MB, free * 128 // 300)  # 128 MiB at 400 MB: spills little on big traces
     return Plan(
         budget=b,
         duckdb_limit=duck,

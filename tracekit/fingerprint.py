@@ -7,9 +7,9 @@ store, or that was given twice. ``allow_duplicate`` (``convert --allow-duplicate
 
 The fingerprint is a SHA-256 of the file's bytes, the whole file up to ``WHOLE_BYTES``; beyond,
 of its size, its first and last ``EDGE_BYTES`` and ``SAMPLES`` blocks of ``SAMPLE_BYTES`` spread
-evenly between (hashing a whole 200 MB file took 0.57 s here, ~15 % of a 179 MB trace's
-conversion; the sample, 17 MB, 0.07 s; a 2 MB fixture 0.01 s). It is kept in ``tracekit_meta`` as ``source_fingerprint:<source_id>``
-(sources converted before this existed have none and are not matched).
+evenly between (hashing a whole file costs ~3 ms per MB, ~15 % of a big trace's conversion; the
+sample, ~17 MB, a tenth of that). It is kept in ``tracekit_meta`` as ``source_fingerprint:<source_id>``
+(a source without one, e.g. from an older tracekit, is not matched).
 """
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     (start <= child start and child end <= end, and the child starts before the end;
     ties by input order).  Partial overlaps are not parents.  Instants nest like zero-length ranges.
 
-    With the compiled module, `_nest_track`'s rule itself runs over the rows (`native.nest`:
-    0.05 s for the 229 k events of the 179 MB trace, where the SQL below takes 0.3 s on 2 cores);
-    without it, the SQL below.
+    With the compiled module, `_nest_track`'s rule itself runs over the rows (`native.nest`,
+    ~6x faster than the SQL: a sort and one stack pass, ~0.2 us an event); without it, the SQL
+    below.
     """
     if native is not None and NATIVE_NESTING:
         _derive_nesting_native(con, source_id)
@@ -296,8 +296,8 @@ def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
     """Nest again the whole of each track of ``tracks`` ((pid, tid, device_id, stream_id) each:
     those whose rows the reader got out of order, `StreamNesting.late_tracks`), and write back
     only the stored rows whose depth / parent_id change: an UPDATE rewrites every row group it
-    touches at COMMIT, and the late rows are few and together (CUPTI's overhead spans at the end
-    of the 179 MB capture: its 16 events of track (-1, 0), 15 of them late).  ``held``: the
+    touches at COMMIT, and the late rows are few and together (e.g. CUPTI's overhead spans that
+    torch.profiler writes at the end of a trace).  ``held``: the
     events rows of those tracks that the reader held back (`StreamNesting.held`), nested here with
     the stored ones and returned as a table with their depth / parent_id, for the caller to insert
     (None: none held).  Tracks of more than a piece of events (`_piece_rows`) in all are reset
@@ -350,20 +350,20 @@ class StreamNesting:
     the chunks before left open on their tracks' stacks (carried: at most the nesting depth of each
     track), which gives the results of one pass over all rows when each track's rows arrive in its
     order (start, end descending, event_id) from one chunk to the next, as torch.profiler writes
-    them.  Then the store need not UPDATE the events afterwards: 0.15 s of the 179 MB capture's
-    conversion, most of it in COMMIT, which rewrites every updated row group.
+    them.  Then the store need not UPDATE the events afterwards, which would cost ~0.6 us an event,
+    most of it in COMMIT, which rewrites every updated row group.
 
     A track whose rows arrive out of that order (a chunk holds one that sorts before a row of an
-    earlier chunk: the Python-stack events that two real-world traces of the corpus write after
-    the ops they enclose; CUPTI's overhead spans among the 179 MB capture's last events) is left
+    earlier chunk: the Python-stack events that some profilers' traces write after
+    the ops they enclose; CUPTI's overhead spans among a trace's last events) is left
     to the store: its later rows keep depth NULL, and `late_tracks` lists it, so that the store
     nests the whole track again after the rows are in (`_renest_tracks`).
 
     Those later rows are held back (`held`, up to HOLD_LATE_BYTES) rather than handed on with
     depth NULL: the store nests them with the track's stored rows and inserts them nested, so that
     no stored event is UPDATEd unless the late rows change its nesting.  An UPDATE of the events,
-    even of a few rows, made the 179 MB capture's COMMIT 0.09 s longer (it rewrites the row
-    groups), for its 15 late rows of CUPTI overhead at the very end.  Beyond HOLD_LATE_BYTES the
+    even of a few rows, rewrites the row groups it touches at COMMIT (~0.1 s on a 500 k-event
+    trace).  Beyond HOLD_LATE_BYTES the
     held rows are handed on, unnested, and no more are held."""
 
     def __init__(self):
@@ -382,7 +382,7 @@ class StreamNesting:
         """True for the rows of tbl on a track left to the store (None: there are none).  The
         rows whose every key is one of the late tracks' values (NULL matching NULL) are the
         candidates; their whole keys are then looked up (few rows: no Arrow join, whose import of
-        pyarrow.acero alone took 25-50 ms)."""
+        pyarrow.acero alone costs tens of ms)."""
         if not self.late_tracks:
             return None
         cand = None

@@ -25,8 +25,8 @@ SCHEMA_VERSION = 3
 I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 JSON = pa.string()  # JSON text; DuckDB columns are declared JSON
 # How the store compresses its JSON columns (DuckDB's USING COMPRESSION; None: DuckDB chooses,
-# which is its dictionary + FSST method).  Long, unique JSON texts (Kineto's args: 57 MiB of the
-# 179 MB capture) compress better and faster with zstd (docs/scaling.md, "Knobs").
+# which is its dictionary + FSST method).  Long, unique JSON texts (Kineto's args: about a third
+# of a trace's text) compress better and faster with zstd (docs/scaling.md, "Knobs").
 JSON_COMPRESSION = "zstd"
 
 

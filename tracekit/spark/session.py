@@ -22,13 +22,13 @@ Session settings, and why:
                                       the workers; on a cluster, install tracekit on the executors
   spark.driver.memory 3g, spark.sql.broadcastTimeout 1800 s
                                       any master (the driver is this process): the largest
-                                      views' plans need the memory (with a cluster's master and
-                                      Spark's 1g, the driver ran out of heap on the fixtures'
-                                      views, 2026-12-02), and a loaded machine the time
+                                      views' plans need the memory (with Spark's 1g the driver
+                                      runs out of heap on the fixtures' views), and a loaded
+                                      machine the time
   spark.executor.memory               not set: a cluster's own (spark-defaults.conf), else Spark's
                                       1g, which is too little for every view in one session (an
-                                      executor ran out of heap on steady_state after 42 views,
-                                      2026-12-03): give 2g with ``conf`` / --spark-conf
+                                      executor runs out of heap on steady_state): give 2g with
+                                      ``conf`` / --spark-conf
 ``conf`` (tracekit's --spark-conf KEY=VALUE) goes over all of these.
 """
 
@@ -197,12 +197,11 @@ def register_views(spark, params: dict | None = None, names: list[str] | None = 
 def _materialize(spark, name: str) -> None:
     """Replace view ``name`` by its computed rows (an eager local checkpoint: kept in the
     executors' memory, spilled to their disks), so that the views reading it plan a scan of those
-    rows instead of its whole definition again. Spark inlines a view at every reference; with
-    CACHE LAZY TABLE instead (used before), the rows were reused but every plan still carried the
-    shared views' whole plans: phase_roofline's executed plan had 4,744 lines and hotspots_bound's
-    360 broadcasts, several views took 1-2 min on 2 cores, and hotspots_bound and phase_roofline
-    ran the 3 GB driver out of memory while building broadcasts. With this, hotspots_bound's plan
-    has 124 lines and no broadcast, and the fixtures' 43 views ran in 137 s instead of ~450.
+    rows instead of its whole definition again. Spark inlines a view at every reference; CACHE
+    LAZY TABLE reuses the rows but every plan still carries the shared views' whole plans
+    (thousands of lines, hundreds of broadcasts: minutes per view and a 3 GB driver out of
+    memory). With this, hotspots_bound's plan has ~120 lines and no broadcast, and the views run
+    ~3x faster.
     On a cluster the rows live on the executors: a lost executor loses them (run the query again)."""
     df = spark.table(f"`{name}`").localCheckpoint(eager=True)
     df.createOrReplaceTempView(name)

@@ -39,10 +39,9 @@ def _adbc_driver():
 #: rows per chunk at most: the memory budget may make them fewer (`chunk_rows`)
 CHUNK_ROWS = 65_536
 #: threads of the columnar reader (KERNEL, RUNTIME) at most (the memory budget may make them
-#: fewer: `readers`); its ranges are `chunk_rows` rowids.  On the 16-core GPU host, 10 M kernels
-#: + 22 M API calls: reader alone 11.8 s with 4 threads, 10.6 s with 8; convert 17.5-19.8 s with
-#: 4 (3 runs), 14.0-18.7 s with 8 (6 runs), 13.4 s with 12 (the inserts share the cores).  On 2
-#: cores it stays 1.
+#: fewer: `readers`); its ranges are `chunk_rows` rowids.  One core is left to DuckDB's inserts,
+#: which share the cores; past ~8 threads the reader gains little (docs/scaling.md, "Knobs").
+#: On 2 cores it stays 1.
 FAST_READERS = max(1, min(8, (os.cpu_count() or 1) - 1))
 
 
