@@ -1,7 +1,7 @@
 -- cuda_kern_exec_sum: launch and execution time per launching API and kernel (nsys stats cuda_kern_exec_sum).
 --
 -- One row per (source_id, pid, tid, device_id, raw API name, kernel name) over the `kernels` rows
--- that have their launch call (the one launch rule, tk_launch_calls / tk_launch_link of
+-- that have their launch call (the one launch rule, tk_launched of
 -- sql/lib/host_calls.sql: correlation id within the process, as `gpu_launches`; graph launches:
 -- every kernel of the graph with its one cudaGraphLaunch call). The whole-graph rows of an nsys `--cuda-graph-trace=graph` capture
 -- (graph_id set, graph_node_id NULL) are left out, as nsys reads only its KERNEL table.
@@ -56,17 +56,17 @@
 --   kernel_name   VARCHAR  full (demangled) kernel name
 --   raw_api_name  VARCHAR  launch call as recorded (api_calls.raw_name)
 CREATE OR REPLACE VIEW cuda_kern_exec_sum AS
-WITH k AS (
-    SELECT k.source_id, a.pid, a.tid, k.device_id, k.name AS kernel_name, a.raw_name AS raw_api_name,
-           greatest(a.end_ns, k.end_ns) - a.start_ns AS total_ns,
-           a.end_ns - a.start_ns AS api_ns,
-           CASE WHEN k.start_ns > a.end_ns THEN k.start_ns - a.end_ns END AS queue_ns,
+WITH kern AS (SELECT * FROM kernels),
+k AS (
+    SELECT k.source_id, k.call_pid AS pid, k.call_tid AS tid, k.device_id, k.name AS kernel_name,
+           k.call_raw_name AS raw_api_name,
+           greatest(k.call_end_ns, k.end_ns) - k.call_start_ns AS total_ns,
+           k.call_end_ns - k.call_start_ns AS api_ns,
+           CASE WHEN k.start_ns > k.call_end_ns THEN k.start_ns - k.call_end_ns END AS queue_ns,
            k.end_ns - k.start_ns AS kernel_ns
-    FROM kernels k
-    JOIN tk_launch_calls() a  -- the one launch rule (sql/lib/host_calls.sql)
-      ON a.source_id = k.source_id AND a.correlation_id = k.correlation_id
-     AND tk_launch_link(k.pid, a.pid, a.n_pids)
-    WHERE NOT tk_is_graph_span(k.graph_id, k.graph_node_id)  -- sql/lib/names.sql
+    FROM tk_launched('kern') k  -- the one launch rule (sql/lib/host_calls.sql)
+    WHERE k.call_start_ns IS NOT NULL
+      AND NOT tk_is_graph_span(k.graph_id, k.graph_node_id)  -- sql/lib/names.sql
 ),
 s AS (
     SELECT source_id, pid, tid, device_id, raw_api_name, kernel_name,

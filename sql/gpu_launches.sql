@@ -2,7 +2,7 @@
 --
 -- Definition: a GPU operation (`gpu_activity`: kernel, memcpy, memset) is linked to its launch
 -- call by the one launch rule of sql/lib/host_calls.sql: the earliest `api_calls` row of the
--- same source and correlation_id in the operation's process (`tk_launch_calls()`), or, where the
+-- same source and correlation_id in the operation's process (`tk_launched`), or, where the
 -- operation's pid is unknown, of the only process that issued that correlation id
 -- (`tk_launch_link`; nsys correlation ids repeat across processes). A CUDA/HIP graph
 -- launch has one correlation for all kernels of the graph: every kernel links to the one
@@ -32,22 +32,21 @@
 --   launch_index    BIGINT   position of this op among the ops of the same launch call (1 = first)
 --   ops_in_launch   BIGINT   number of GPU ops of that launch call (> 1 for graph launches)
 CREATE OR REPLACE VIEW gpu_launches AS
-WITH names AS (  -- op names as their rank in name order (rows carry the rank; names are put back last)
+WITH acts AS (SELECT * FROM gpu_activity),
+names AS (  -- op names as their rank in name order (rows carry the rank; names are put back last)
     SELECT name, row_number() OVER (ORDER BY name) AS name_rank
     FROM (SELECT DISTINCT name FROM gpu_activity WHERE name IS NOT NULL)
 ),
 l AS (
     SELECT g.source_id, g.device_id, g.stream_id, g.kind, n.name_rank, g.start_ns, g.end_ns, g.dur_ns,
-           g.correlation_id, a.pid, a.tid, a.name AS api_name, a.start_ns AS api_start_ns,
-           a.end_ns AS api_end_ns, a.dur_ns AS api_dur_ns,
-           row_number() OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id
+           g.correlation_id, g.call_pid AS pid, g.call_tid AS tid, g.call_name AS api_name,
+           g.call_start_ns AS api_start_ns, g.call_end_ns AS api_end_ns, g.call_dur_ns AS api_dur_ns,
+           row_number() OVER (PARTITION BY g.source_id, g.call_pid, g.call_tid, g.correlation_id
                               ORDER BY g.start_ns, g.stream_id, n.name_rank) AS launch_index,
-           count(*) OVER (PARTITION BY g.source_id, a.pid, a.tid, g.correlation_id) AS ops_in_launch
-    FROM gpu_activity g
-    JOIN tk_launch_calls() a
-      ON a.source_id = g.source_id AND a.correlation_id = g.correlation_id
-     AND tk_launch_link(g.pid, a.pid, a.n_pids)
+           count(*) OVER (PARTITION BY g.source_id, g.call_pid, g.call_tid, g.correlation_id) AS ops_in_launch
+    FROM tk_launched('acts') g
     LEFT JOIN names n ON n.name = g.name
+    WHERE g.call_start_ns IS NOT NULL
 )
 SELECT l.source_id, l.device_id, l.stream_id, l.kind, n.name, l.start_ns, l.end_ns, l.dur_ns,
        l.correlation_id, l.pid, l.tid, l.api_name, l.api_start_ns, l.api_end_ns, l.api_dur_ns,

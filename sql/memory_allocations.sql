@@ -11,7 +11,7 @@
 --   op           = who allocated: the innermost operator range (`tk_is_op_range`: torch cpu_op, or
 --                  an emit_nvtx range under nsys --pytorch) open on the allocating thread, as
 --                  `tk_op_name`; else, for nsys, the API call (cudaMalloc, cuMemAlloc, ...) of its
---                  correlation id; else NULL. The allocating thread: the event's own (Kineto), or
+--                  correlation id (the launch rule, `tk_launched`); else NULL. The allocating thread: the event's own (Kineto), or
 --                  the API call's (nsys).
 -- Frees appear only as free_ns; a free with no allocation in the trace (made before the
 -- capture) has no row here but counts in the running sums of `memory_timeline`.
@@ -41,12 +41,11 @@ WITH run AS (  -- each event with its lane's totals (lib/memory) and the next ev
            lead(kind) OVER (PARTITION BY source_id, device_id, allocator, address ORDER BY ord) AS next_kind
     FROM tk_memory_series() m
 ),
-a AS (
-    SELECT r.*, coalesce(r.tid, c.tid) AS thread, c.name AS api_name,
-           coalesce(c.start_ns, r.ts_ns) AS at_ns
-    FROM run r
-    LEFT JOIN api_calls c ON c.source_id = r.source_id AND c.pid = r.pid AND c.correlation_id = r.correlation_id
-    WHERE r.kind = 'alloc'
+allocs AS (SELECT * FROM run WHERE kind = 'alloc'),
+a AS (  -- each allocation with its API call (the one launch rule: tk_launched)
+    SELECT r.*, coalesce(r.tid, r.call_tid) AS thread, r.call_name AS api_name,
+           coalesce(r.call_start_ns, r.ts_ns) AS at_ns
+    FROM tk_launched('allocs') r
 ),
 ops AS (
     SELECT {'s': source_id, 'p': pid, 't': tid} AS key, event_id AS range_id, start_ns, end_ns, source_id,

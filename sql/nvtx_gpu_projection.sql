@@ -6,8 +6,8 @@
 --              (`args.endGlobalTid` set) are left out. Name and style as in `nvtx_summary`.
 --   GPU ops    every row of `kernels` (except the whole-graph `[CUDA graph N]` rows of a
 --              `--cuda-graph-trace=graph` capture, which nsys does not read) and `memops`,
---              joined to its launch call by the one launch rule (`tk_launch_calls()` /
---              `tk_launch_link`, sql/lib/host_calls.sql). An op belongs to every
+--              joined to its launch call by the one launch rule (`tk_launched`,
+--              sql/lib/host_calls.sql). An op belongs to every
 --              range of the launching thread (same pid and tid) with
 --              range.start_ns <= call.start_ns and call.end_ns <= range.end_ns (the whole
 --              push/pop stack).
@@ -81,11 +81,9 @@ ops AS (
     WHERE correlation_id IS NOT NULL
 ),
 launched AS (
-    SELECT o.source_id, o.start_ns, o.end_ns, a.pid, a.tid, a.correlation_id,
-           a.start_ns AS api_start, a.end_ns AS api_end
-    FROM ops o
-    JOIN tk_launch_calls() a ON a.source_id = o.source_id AND a.correlation_id = o.correlation_id
-                            AND tk_launch_link(o.pid, a.pid, a.n_pids)
+    SELECT source_id, start_ns, end_ns, call_pid AS pid, call_tid AS tid, correlation_id,
+           call_start_ns AS api_start, call_end_ns AS api_end
+    FROM tk_launched('ops') WHERE call_start_ns IS NOT NULL
 ),
 projection AS (
     SELECT r.source_id, r.event_id,

@@ -37,6 +37,13 @@
 --   is unknown, the only process that issued that correlation id (with several, the link would
 --   be a guess, and there is none).
 --
+-- tk_launched(ops) -> TABLE (every column of ops, call_pid, call_tid, call_name, call_raw_name,
+--                            call_start_ns, call_end_ns, call_dur_ns)
+--   each row of `ops` (the name of a relation with source_id, pid (NULL where unknown) and
+--   correlation_id, as a string) with its launch call: the tk_launch_calls() row that
+--   tk_launch_link pairs it with; the call columns are NULL where the trace has no such call.
+--   The one launch join every view uses.
+--
 -- tk_is_compile_call(name) -> BOOLEAN
 --   the call loads GPU code into the context, compiling it first where it is PTX or NVRTC
 --   source (runtime compilation: cuDNN / cuBLASLt runtime-fused kernels, Triton, jiterator,
@@ -96,6 +103,14 @@ CREATE OR REPLACE MACRO tk_launch_calls() AS TABLE
 
 CREATE OR REPLACE MACRO tk_launch_link(op_pid, call_pid, n_pids) AS
     (op_pid = call_pid OR (op_pid IS NULL AND n_pids = 1));
+
+CREATE OR REPLACE MACRO tk_launched(ops) AS TABLE
+    SELECT o.*, a.pid AS call_pid, a.tid AS call_tid, a.name AS call_name, a.raw_name AS call_raw_name,
+           a.start_ns AS call_start_ns, a.end_ns AS call_end_ns, a.dur_ns AS call_dur_ns
+    FROM query_table(ops) o
+    LEFT JOIN tk_launch_calls() a
+      ON a.source_id = o.source_id AND a.correlation_id = o.correlation_id
+     AND tk_launch_link(o.pid, a.pid, a.n_pids);
 
 CREATE OR REPLACE MACRO tk_is_compile_call(name) AS
     (contains(name, 'Load') OR contains(name, 'Link') OR contains(name, 'rtc'))  -- cheap test first
