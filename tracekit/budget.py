@@ -34,8 +34,8 @@ _override: int | None = None  # set by the CLI option / the Python API (`using`)
 def usable_cpus() -> int:
     """The CPUs this process may run on: its affinity (``taskset``, a cpuset cgroup as Docker's
     ``--cpuset-cpus`` or a Slurm allocation sets it), else all of them.  DuckDB sizes its thread
-    pool by the machine's cores (and a cgroup CPU quota), not by the affinity: on 2 CPUs of a
-    16-core host it ran 16 threads (`tracekit.store.fit_threads`)."""
+    pool by the machine's cores (and a cgroup CPU quota), not by the affinity: pinned to 2 CPUs of
+    a 16-core host it would run 16 threads (`tracekit.store.fit_threads` caps it)."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
