@@ -367,6 +367,49 @@ def test_ddp_rank_imbalance_and_overlap(stores):
     assert one(d0, "rank_imbalance").time_ns == f.time_ns and "low_overlap" not in d0.codes(1)
 
 
+def test_rank_imbalance_counts_the_steady_window_only(tmp_path):
+    """Collectives before the first step (NCCL's start-up: every rank waits for the others'
+    initialisation) are not an imbalance: the finding sums waits inside the waiter's steady window
+    and divides by that window. The DDP fixture has no step ranges; three ProfilerStep ranges
+    are added to each rank after its first collective (a synthetic edit: no multi-GPU capture
+    with steps was at hand), so the steady window starts there and the first collective of each
+    rank is start-up."""
+    import tracekit
+    from tracekit.store import Store
+
+    db = tmp_path / "ddp.duckdb"
+    tracekit.convert([str(p) for p in DDP], db=str(db))
+    with Store(str(db)) as st:
+        con = st.con
+        firsts = con.execute("""select r.source_id, min(r.arrival_ns - coalesce(k.clock_offset_ns, 0))
+                                from rank_imbalance r join ranks k on k.source_id = r.source_id
+                                group by 1""").fetchall()
+        for sid, first in firsts:
+            end = con.execute("select max(end_ns) from gpu_activity where source_id = ?", [sid]).fetchone()[0]
+            step = (end - first - 1) // 3
+            for n in range(3):
+                con.execute("""insert into events (source_id, event_id, pid, tid, start_ns, end_ns, dur_ns, name,
+                                                   category, depth, is_instant)
+                               select source_id, 10000000 + ?, pid, tid, ?, ?, ?, ?, 'user_annotation', 0, false
+                               from events where source_id = ? and pid is not null and tid is not null limit 1""",
+                            [n, first + 1 + n * step, first + 1 + (n + 1) * step, step, f"ProfilerStep#{n}", sid])
+    with tracekit.open(str(db)) as st:
+        win = dict(st.rows("select source_id, window_ns from steady_state"))
+        assert st.rows("select distinct method from steady_state") == [("steps",)]
+        rows = st.rows("""select r.rank, r.source_id, r.wait_ns,
+                                 r.arrival_ns - coalesce(k.clock_offset_ns, 0) >= s.window_start_ns as steady
+                          from rank_imbalance r join ranks k on k.source_id = r.source_id
+                          join steady_state s on s.source_id = r.source_id and s.device_id = r.device_id""")
+        f = one(diag(st), "rank_imbalance")
+        assert f.metrics["waiting_rank"] == 1
+        steady_wait = sum(w for r, _, w, ok in rows if r == 1 and ok)
+        all_wait = sum(w for r, _, w, _ in rows if r == 1)
+        assert f.time_ns == steady_wait < all_wait  # the start-up collective left out
+        assert f.metrics["collectives"] == sum(1 for r, _, _, ok in rows if r == 1 and ok) == 7
+        sid1 = next(s for r, s, _, _ in rows if r == 1)
+        assert f.share_pct == pytest.approx(100 * steady_wait / win[sid1], abs=0.01)
+
+
 # ----------------------------------------------------------------------------------------------
 # Nsight Compute: GEMV vs GEMM
 

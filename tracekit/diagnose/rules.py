@@ -598,11 +598,18 @@ class _Rules:
         def win_of(r):
             return windows.get((r["source_id"], r["device_id"]) if r["pid"] is not None else r["source_id"])
 
-        pq = """SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
+        # the collectives inside the steady window of the rank's GPU (start-up apart: NCCL's
+        # first collectives wait for every rank's initialisation, not for an imbalance)
+        steady = """(SELECT r.* FROM rank_imbalance r
+                     JOIN ranks k ON k.source_id = r.source_id AND k.pid IS NOT DISTINCT FROM r.pid
+                     JOIN steady_state s ON s.source_id = r.source_id AND s.device_id = r.device_id
+                     WHERE r.arrival_ns - coalesce(k.clock_offset_ns, 0) >= s.window_start_ns
+                       AND r.arrival_ns - coalesce(k.clock_offset_ns, 0) < s.window_end_ns)"""
+        pq = f"""SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
                        sum(comm_ns)::BIGINT AS transfer_ns,
                        sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
                        count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
-                FROM rank_imbalance GROUP BY ALL ORDER BY job_id, rank"""
+                FROM {steady} GROUP BY ALL ORDER BY job_id, rank"""
         out = []
         by_job: dict[int, list[dict]] = {}
         for r in q.dicts(pq):
@@ -615,18 +622,19 @@ class _Rules:
             share = _pct(waiter["wait_ns"], win) or 0
             if share < self.th["imbalance_pct"]:
                 continue
-            slow = max(ranks, key=lambda r: r["times_slowest"])
+            # the rank the waiter waited for: of the others, the one that arrived last most often
+            slow = max((r for r in ranks if r is not waiter), key=lambda r: r["times_slowest"], default=waiter)
             n_coll = waiter["collectives"]
             jq = f"""SELECT job_id, rank, source_id, pid, device_id, count(*) AS collectives, sum(wait_ns)::BIGINT AS wait_ns,
                             sum(dur_ns)::BIGINT AS comm_kernel_ns, max(skew_ns) AS max_skew_ns,
                             count(*) FILTER (WHERE slowest_rank = rank) AS times_slowest
-                     FROM rank_imbalance WHERE job_id = {job} GROUP BY ALL ORDER BY rank"""
+                     FROM {steady} WHERE job_id = {job} GROUP BY ALL ORDER BY rank"""
             tq = f"""SELECT name, seq, rank, arrival_ns, dur_ns, wait_ns, skew_ns, comm_ns, slowest_rank
-                     FROM rank_imbalance WHERE job_id = {job} ORDER BY skew_ns DESC, seq, rank LIMIT 10"""
+                     FROM {steady} WHERE job_id = {job} ORDER BY skew_ns DESC, seq, rank LIMIT 10"""
             out.append(self.finding(
                 "rank_imbalance", share, waiter["wait_ns"], win, None,
                 f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {plural(n_coll, 'collective')} "
-                f"({fmt_pct(share)} of its GPU window) for rank {slow['rank']}, which arrived last in "
+                f"({fmt_pct(share)} of its steady window) for rank {slow['rank']}, which arrived last in "
                 f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}; "
                 f"the transfers themselves took {fmt_ns(waiter['transfer_ns'])} (`collectives` has each one's "
                 f"bytes and bus bandwidth)",
@@ -721,9 +729,9 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
             findings.append(rf)
     if phase is None:
         all_windows: dict = {r["source_id"]: r["w"] for r in q.dicts(
-            "SELECT source_id, sum(window_ns)::BIGINT AS w FROM gpu_utilization GROUP BY source_id")}
+            "SELECT source_id, sum(window_ns)::BIGINT AS w FROM steady_state GROUP BY source_id")}
         all_windows.update({(r["source_id"], r["device_id"]): r["window_ns"] for r in q.dicts(
-            "SELECT source_id, device_id, window_ns FROM gpu_utilization")})
+            "SELECT source_id, device_id, window_ns FROM steady_state")})
         findings += rules.rank_imbalance(all_windows, None if source_id is None else {source_id})
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.source_id if f.source_id is not None else -1,
