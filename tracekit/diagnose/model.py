@@ -62,7 +62,7 @@ THRESHOLDS: dict[str, Threshold] = {
         1, "... and the exposed communication time is at least this % of the window"),
     "imbalance_pct": Threshold(
         5, "rank_imbalance when a rank's kernels wait for later ranks in collectives "
-           "(rank_imbalance.wait_ns) for at least this % of its window"),
+           "(rank_imbalance.wait_ns) for at least this % of its steady window"),
     "cause_min_pct": Threshold(
         5, "a finding for an idle category of time_breakdown (launch, sync, compile, copy, data, cpu_op, "
            "untraced, rank_wait, queued, unknown) when it holds at least this % of the steady window"),
