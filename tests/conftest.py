@@ -76,6 +76,18 @@ def pytest_sessionstart(session):
                         returncode=1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The default run (`pytest` with no -m and no file or test named) leaves out the tests
+    marked slow, so that it takes a few minutes; `pytest -m slow` runs them (.ci/run runs both),
+    and naming a file or a test runs all of its tests."""
+    if config.getoption("markexpr") or any(not Path(a.split("::")[0]).is_dir() for a in config.args):
+        return
+    slow = [it for it in items if it.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [it for it in items if not it.get_closest_marker("slow")]
+
+
 # what a skip for a missing optional tool says (the tests' own skip reasons)
 _TOOL_SKIPS = ("realworld", "shared", "is not present", "Chromium", "Perfetto engine", "torch",
                "ncu-report", "ncu_report", "plotly", "C module", "C scanner")

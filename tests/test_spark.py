@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a local Spark session (JVM start, every view): minutes
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import view_fingerprints as F  # noqa: E402
 from spark_rows import same_rows  # noqa: E402

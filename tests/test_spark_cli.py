@@ -15,6 +15,8 @@ import pytest
 
 from tracekit import schema
 
+pytestmark = pytest.mark.slow  # a local Spark session per command: minutes
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_spark import needs_spark  # noqa: E402
 from test_spark import spark as spark_session  # noqa: E402,F401 (the one Spark session fixture, `spark`)
