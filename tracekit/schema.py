@@ -203,7 +203,8 @@ TABLES: tuple[Table, ...] = (
             SOURCE_ID,
             C("pid", I64, "OS process id."),
             C("tid", I64, "OS thread id.", "`tid`", "`globalTid & 0xFFFFFF`"),
-            C("name", STR, "Thread name, where known.", "`thread_name` M event",
+            C("name", STR, "Thread name, where known (renamed during the capture: its names in order, "
+              "joined by ' / ').", "`thread_name` M event",
               "`ThreadNames` → `StringIds`"),
         ),
     ),

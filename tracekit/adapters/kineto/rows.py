@@ -181,9 +181,9 @@ class RowReader:
 
     def _named(self, row: dict, field: str, value, ev: _Event) -> None:
         """Set ``row[field]`` from a metadata event. The first event of a pid (of a thread) makes
-        its row; each later one is counted in skipped_rows, as no row of its own: by design when
-        what it says is kept (the labels of a named process, a repeat), else (a second, different
-        name) as data not kept."""
+        its row; each later one is counted in skipped_rows (by design: no row of its own, and what
+        it says is kept: the labels of a named process, a repeat once, another name joined to the
+        first by ' / ')."""
         what = "thread" if ev.name == "thread_name" else "process"
         first = not row
         if row.get(field) is None:
@@ -194,10 +194,13 @@ class RowReader:
         elif row[field] == value:
             self.accounting.skip(f"metadata event '{ev.name}' repeating one already read (kept once)",
                                  by_design=True)
-        else:
-            self.accounting.skip(f"metadata event '{ev.name}' giving a {what} a second {field} "
-                                 "(the first one kept)",
-                                 f"pid {ev.pid} tid {ev.tid}: {value!r} (kept: {row[field]!r})")
+        elif value is not None and value in str(row[field]).split(" / "):
+            self.accounting.skip(f"metadata event '{ev.name}' repeating one already read (kept once)",
+                                 by_design=True)
+        else:  # renamed during the capture (torch names its autograd threads after they start)
+            row[field] = f"{row[field]} / {value}"
+            self.accounting.skip(f"metadata event '{ev.name}' giving a {what} another {field} "
+                                 "(kept: the names in order, joined by ' / ')", by_design=True)
 
     def _processes_threads(self, b) -> None:
         """The processes and threads rows: one per pid, one per (pid, tid)."""
