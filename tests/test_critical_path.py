@@ -181,3 +181,33 @@ def test_nsys_process_ranks(convert, name):
         clear = [k for k, (t, _r, m) in arrivals.items() if m > 1000]
         assert len(arrivals) >= 31 and checked == len(clear) >= 25
         assert {r[6] for r in seg} == {0, 1}
+
+
+@pytest.mark.slow
+def test_ranks_script_writes_its_oracle_on_cpu_ranks(convert, tmp_path):
+    """fixtures/gen/ranks.py's logic on 2 CPU ranks (gloo, --cpu): the host straggler's oracle says
+    the other rank waited for the slow one's Python in each all-reduce, and its figures are those of
+    its own arrivals; each rank's trace is a rank of one job. (Its GPU run is what issue 48 needs.)"""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
+    out = tmp_path / "ranks"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(FIXTURES / "gen" / "ranks.py"), "host", "--cpu", "--steps", "3", "--warmup", "1",
+           "--oracle-steps", "2", "--host-ms", "40", "--out-dir", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    o = __import__("json").loads((out / "host_oracle.json").read_text())
+    assert o["slow_rank"] == 1 and o["world_size"] == 2 and len(o["step_ns"]) == 3
+    assert len(o["host_delay_ns"]) == 3 and all(d >= 40e6 for d in o["host_delay_ns"])
+    for s, step in enumerate(o["arrivals_ns"]):
+        for b, arr in enumerate(step):
+            assert o["wait_ns"][s][b] == [max(arr) - t for t in arr]
+            assert o["wait_ns"][s][b][1] == 0  # the slow rank never waits
+        # rank 0 waited at least half the slow rank's spin in the step's first bucket (the spin
+        # delays all of rank 1's buckets; CPU contention blurs the rest)
+        assert o["wait_ns"][s][0][0] >= 0.5 * o["host_delay_ns"][s]
+    waited = sum(w[0] for s in o["wait_ns"] for w in s)
+    assert o["others_wait_share_pct"] == pytest.approx(100 * waited / sum(o["step_ns"]))
+    st = convert(out / "host_rank0.json.gz", out / "host_rank1.json.gz")
+    assert st.rows("select rank, world_size, job_id from ranks order by rank") == [(0, 2, 0), (1, 2, 0)]
