@@ -32,6 +32,10 @@
 --                    (category: sync, copy, compile, data, rank_wait, launch, cpu_op, untraced,
 --                    queued, unknown), or 'outside': before the GPU's first or after its last op
 -- The largest row of a step (or the largest sum per rank and kind) is what would shorten it.
+-- Method (no effect on the result): a collective is put in the step that started last before
+-- its last arrival (ASOF join); the busy and idle time of a work segment are running sums over
+-- the GPU's busy periods and over each category's idle pieces (both disjoint), looked up at the
+-- segment's two ends (ASOF joins), not a join of the segments with every period.
 -- Parameters:
 --   min_step_repeats  (steady_state)
 --
@@ -96,13 +100,18 @@ coll AS (  -- each collective: its last arrival and the rank that made it
     SELECT job_id, name, seq, max(arrival_ns + wait_ns) AS a, max(slowest_rank) AS slow
     FROM rank_imbalance GROUP BY ALL
 ),
+inc AS (  -- each collective in the step that started last before its last arrival
+    SELECT st.job_id, st.step, st.step_start, st.step_end, st.last_rank, c.name, c.seq, c.a, c.slow
+    FROM coll c ASOF JOIN steps st ON st.job_id = c.job_id AND c.a >= st.step_start
+    WHERE c.a < st.step_end
+),
 sc AS (  -- the step's collectives in order of last arrival, with the rank the chain goes on with
-    SELECT st.job_id, st.step, st.step_start, st.step_end, c.name, c.seq, c.a, c.slow,
+    SELECT job_id, step, step_start, step_end, name, seq, a, slow,
            row_number() OVER w AS i,
-           coalesce(lead(c.a) OVER w, st.step_end) AS next_a,
-           coalesce(lead(c.slow) OVER w, st.last_rank) AS next_rank
-    FROM steps st JOIN coll c ON c.job_id = st.job_id AND c.a >= st.step_start AND c.a < st.step_end
-    WINDOW w AS (PARTITION BY st.job_id, st.step ORDER BY c.a, c.name, c.seq)
+           coalesce(lead(a) OVER w, step_end) AS next_a,
+           coalesce(lead(slow) OVER w, last_rank) AS next_rank
+    FROM inc
+    WINDOW w AS (PARTITION BY job_id, step ORDER BY a, name, seq)
 ),
 tr AS (  -- the transfer of each collective, ending where the rank the chain goes on with ends it
     SELECT sc.*, least(greatest(coalesce(ri.arrival_ns + ri.dur_ns, sc.a), sc.a), sc.next_a) AS e
@@ -128,19 +137,42 @@ sg AS (
     FROM segs s JOIN r ON r.job_id = s.job_id AND r.rank = s.rank
     WHERE s.y > s.x
 ),
-busy AS (
-    SELECT sg.job_id, sg.step, sg.seg, sum(least(b.end_ns, sg.ly) - greatest(b.start_ns, sg.lx)) AS ns
-    FROM sg JOIN gpu_busy b
-      ON b.source_id = sg.source_id AND b.device_id = sg.device_id AND b.start_ns < sg.ly AND b.end_ns > sg.lx
-    WHERE sg.t = 'w'
+pts AS (  -- both ends of each work segment, on its source's clock
+    SELECT job_id, step, seg, source_id, device_id, lx AS t, -1 AS sign FROM sg WHERE t = 'w'
+    UNION ALL
+    SELECT job_id, step, seg, source_id, device_id, ly, 1 FROM sg WHERE t = 'w'
+),
+bcum AS (  -- the GPU's busy periods (disjoint), with the busy time before each
+    SELECT source_id, device_id, start_ns, end_ns,
+           sum(dur_ns) OVER (PARTITION BY source_id, device_id ORDER BY start_ns ROWS UNBOUNDED PRECEDING) - dur_ns
+               AS before_ns
+    FROM gpu_busy
+),
+busy AS (  -- busy time up to the segment's end less that up to its start
+    SELECT p.job_id, p.step, p.seg,
+           sum(p.sign * coalesce(b.before_ns + least(p.t, b.end_ns) - b.start_ns, 0)) AS ns
+    FROM pts p
+    ASOF LEFT JOIN bcum b ON b.source_id = p.source_id AND b.device_id = p.device_id AND p.t >= b.start_ns
     GROUP BY ALL
 ),
+icum AS (  -- the idle pieces (disjoint) of each category, with that category's time before each
+    SELECT source_id, device_id, category, start_ns, end_ns,
+           sum(dur_ns) OVER (PARTITION BY source_id, device_id, category ORDER BY start_ns
+                             ROWS UNBOUNDED PRECEDING) - dur_ns AS before_ns
+    FROM idle_attribution
+),
+pc AS (  -- each end point with each idle category of its GPU
+    SELECT p.*, c.category
+    FROM pts p
+    JOIN (SELECT DISTINCT source_id, device_id, category FROM icum) c
+      ON c.source_id = p.source_id AND c.device_id = p.device_id
+),
 idle AS (
-    SELECT sg.job_id, sg.step, sg.seg, a.category,
-           sum(least(a.end_ns, sg.ly) - greatest(a.start_ns, sg.lx)) AS ns
-    FROM sg JOIN idle_attribution a
-      ON a.source_id = sg.source_id AND a.device_id = sg.device_id AND a.start_ns < sg.ly AND a.end_ns > sg.lx
-    WHERE sg.t = 'w'
+    SELECT p.job_id, p.step, p.seg, p.category,
+           sum(p.sign * coalesce(i.before_ns + least(p.t, i.end_ns) - i.start_ns, 0)) AS ns
+    FROM pc p
+    ASOF LEFT JOIN icum i
+      ON i.source_id = p.source_id AND i.device_id = p.device_id AND i.category = p.category AND p.t >= i.start_ns
     GROUP BY ALL
 ),
 parts AS (
