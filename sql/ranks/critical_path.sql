@@ -13,9 +13,9 @@
 -- A job whose ranks have no steps is one step (step 0): from the earliest to the latest
 -- operation of its ranks' GPUs (`gpu_utilization` windows).
 -- The collectives are those of `rank_imbalance` (matched by kernel name and occurrence); one
--- belongs to step n when its last arrival (arrival_ns + wait_ns) lies in [step_start_ns,
--- step_end_ns). The chain walks back from step_end_ns on the rank that finished last; at each
--- collective it jumps to the rank that arrived at it last (`rank_imbalance.slowest_rank`) at
+-- belongs to the step that started last at or before its last arrival (arrival_ns + wait_ns),
+-- when that arrival lies before the step's end (steps of a job may overlap). The chain walks
+-- back from step_end_ns on the rank that finished last; at each collective it jumps to the rank that arrived at it last (`rank_imbalance.slowest_rank`) at
 -- that arrival. Seen forward, with the step's collectives C_1..C_n ordered by last arrival a_i,
 -- the chain is: rank slowest(C_1) from step_start_ns to a_1; then for each C_i the collective's
 -- transfer on the rank the chain goes on with (slowest(C_i+1), after C_n the rank that finished
@@ -32,8 +32,7 @@
 --                    (category: sync, copy, compile, data, rank_wait, launch, cpu_op, untraced,
 --                    queued, unknown), or 'outside': before the GPU's first or after its last op
 -- The largest row of a step (or the largest sum per rank and kind) is what would shorten it.
--- Method (no effect on the result): a collective is put in the step that started last before
--- its last arrival (ASOF join); the busy and idle time of a work segment are running sums over
+-- Method (no effect on the result): a collective's step is found by an ASOF join; the busy and idle time of a work segment are running sums over
 -- the GPU's busy periods and over each category's idle pieces (both disjoint), looked up at the
 -- segment's two ends (ASOF joins), not a join of the segments with every period.
 -- Parameters:
