@@ -15,8 +15,8 @@
 -- The collectives are those of `rank_imbalance` (matched by kernel name and occurrence); one
 -- belongs to the step that started last at or before its last arrival (arrival_ns + wait_ns),
 -- when that arrival lies before the step's end (steps of a job may overlap). The chain walks
--- back from step_end_ns on the rank that finished last; at each collective it jumps to the rank that arrived at it last (`rank_imbalance.slowest_rank`) at
--- that arrival. Seen forward, with the step's collectives C_1..C_n ordered by last arrival a_i,
+-- back from step_end_ns on the rank that finished last; at each collective it jumps to the
+-- rank that arrived at it last (`rank_imbalance.slowest_rank`) at that arrival. Seen forward, with the step's collectives C_1..C_n ordered by last arrival a_i,
 -- the chain is: rank slowest(C_1) from step_start_ns to a_1; then for each C_i the collective's
 -- transfer on the rank the chain goes on with (slowest(C_i+1), after C_n the rank that finished
 -- last) from a_i to that rank's end of C_i; then that rank's own work up to a_i+1 (after C_n up to
