@@ -13,17 +13,17 @@
 -- A job whose ranks have no steps is one step (step 0): from the earliest to the latest
 -- operation of its ranks' GPUs (`gpu_utilization` windows).
 -- The collectives are those of `rank_imbalance` (matched by kernel name and occurrence); one
--- belongs to the step that started last at or before its last arrival (arrival_ns + wait_ns),
--- when that arrival lies before the step's end (steps of a job may overlap). The chain walks
--- back from step_end_ns on the rank that finished last; at each collective it jumps to the
--- rank that arrived at it last (`rank_imbalance.slowest_rank`) at that arrival. Seen forward, with the step's collectives C_1..C_n ordered by last arrival a_i,
--- the chain is: rank slowest(C_1) from step_start_ns to a_1; then for each C_i the collective's
--- transfer on the rank the chain goes on with (slowest(C_i+1), after C_n the rank that finished
--- last) from a_i to that rank's end of C_i; then that rank's own work up to a_i+1 (after C_n up to
--- step_end_ns). Each boundary is clamped between the one before it and the next a (or
--- step_end_ns), so the segments tile the step: per step, sum(ns) = step_ns. Waiting for another
--- rank never lies on the chain (it jumps to the rank waited for); a rank that did not take part
--- in C_i ends the transfer at a_i.
+-- belongs to the step that started last at or before its last arrival (arrival_ns + wait_ns), when
+-- that arrival lies before the step's end (steps of a job may overlap). The chain walks back from
+-- step_end_ns on the rank that finished last; at each collective it jumps to the rank that arrived
+-- at it last (`rank_imbalance.slowest_rank`) at that arrival. Seen forward, with the step's
+-- collectives C_1..C_n ordered by last arrival a_i, the chain is: rank slowest(C_1) from
+-- step_start_ns to a_1; then for each C_i the collective's transfer on the rank the chain goes on
+-- with (slowest(C_i+1), after C_n the rank that finished last) from a_i to that rank's end of C_i;
+-- then that rank's own work up to a_i+1 (after C_n up to step_end_ns). Each boundary is clamped
+-- between the one before it and the next a (or step_end_ns), so the segments tile the step: per
+-- step, sum(ns) = step_ns. Waiting for another rank never lies on the chain (it jumps to the rank
+-- waited for); a rank that did not take part in C_i ends the transfer at a_i.
 -- What the rank was doing (a row per segment and kind):
 --   'communication'  a transfer segment (the collective kernel on the chain's rank, a_i to its end)
 --   'compute'        in a work segment, the rank's GPU busy (`gpu_busy`: kernels, copies; a
