@@ -231,3 +231,26 @@ def test_printf_as_c(spark):
     got = [tuple(r) for r in S.query(spark, q).collect()]
     assert sorted(got, key=str) == sorted(expected, key=str)
     assert ("12|12.50|12.5 %|12.500000|12.5") in [s for _, s in expected]
+
+
+@needs_spark
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_export_under_glob_characters_reads_back(spark, tmp_path, partitioned):
+    """Issue 49 item 17 on Spark: an export under `run[1]/` (glob characters Spark would expand)
+    is read literally, not matched as a pattern (a decoy export `run1/` holds other rows)."""
+    import tracekit
+    from tracekit.spark import session as S
+    from tracekit.store import Store
+
+    def export(src, where):
+        db = tmp_path / f"{where.name}.duckdb"
+        tracekit.convert([str(F.FIX / src)], db=str(db))
+        with Store(str(db), sandbox=False) as st:
+            st.export_parquet(where, partitioned=partitioned)
+            return st.one("select count(*) from kernels")
+
+    n = export("kineto/graphs.json.gz", tmp_path / "run[1]")
+    decoy = export("kineto/decode_b1.json.gz", tmp_path / "run1")
+    assert n != decoy
+    S.register_dataset(spark, tmp_path / "run[1]")
+    assert spark.sql("select count(*) as n from kernels").collect()[0]["n"] == n

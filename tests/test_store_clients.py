@@ -466,3 +466,17 @@ def test_a_damaged_template_is_dropped_not_fatal(tmp_path, monkeypatch, damage):
             assert len(con.execute(HOT).fetchall()) == 37
         finally:
             con.close()
+
+
+def test_store_answers_after_a_parquet_export(tmp_path):
+    """export_parquet leaves the connection usable: its row counts are fetched to the end (DuckDB
+    refuses other work on a connection whose last result was not)."""
+    import tracekit
+    from tracekit.store import Store
+
+    db = tmp_path / "s.duckdb"
+    tracekit.convert([str(FIXTURES / "kineto" / "graphs.json.gz")], db=str(db))
+    with Store(str(db), sandbox=False) as st:
+        n = st.one("select count(*) from kernels")
+        st.export_parquet(tmp_path / "out", partitioned=False)
+        assert st.one("select count(*) from kernels") == n == 768

@@ -198,7 +198,7 @@ def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
            FROM ev JOIN tr ON ev.pid IS NOT DISTINCT FROM tr.pid AND ev.tid IS NOT DISTINCT FROM tr.tid
                 AND ev.device_id IS NOT DISTINCT FROM tr.device_id
                 AND ev.stream_id IS NOT DISTINCT FROM tr.stream_id""", {"sid": source_id})
-    if not con.execute("SELECT count(*) FROM __tk_ord").fetchone()[0]:
+    if not con.execute("SELECT count(*) FROM __tk_ord").fetchall()[0][0]:
         con.execute("DROP TABLE __tk_ord")
         return
     # depth_i = pos_i - #(earlier events with e <= s_i), counted in one sweep over the start
@@ -218,7 +218,7 @@ def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
            FROM sweep w JOIN __tk_ord o USING (track, pos) WHERE w.is_start = 1""")
     con.execute("DROP TABLE __tk_ord")
     lo, hi, tracks, positions = con.execute(
-        "SELECT min(depth), max(depth), max(track), max(pos) FROM __tk_depth").fetchone()
+        "SELECT min(depth), max(depth), max(track), max(pos) FROM __tk_depth").fetchall()[0]
     if lo >= 0 and hi < 4000 and tracks < 1 << 20 and positions < 1 << 31:
         # the parent is the last earlier event of the track one level up: with (track, depth,
         # pos) packed into one BIGINT (20 + 12 + 31 bits) that is a one-key ASOF lookup of

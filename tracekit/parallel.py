@@ -174,7 +174,7 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
     con = store._con
     aliases = [f"__tk_part{k}" for k in range(len(parts))]
     attached = []
-    prev = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    prev = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
     try:
         for alias, (path, _) in zip(aliases, parts):
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")

@@ -444,7 +444,7 @@ class Store:
         con = self._con
         prev, order, threads = con.execute(
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
-            "current_setting('threads')").fetchone()
+            "current_setting('threads')").fetchall()[0]
         tune = OWN_PROCESS
         gc_on = gc.isenabled()
         if tune:
@@ -537,7 +537,7 @@ class Store:
         # few memops, 27 ms)
         need = [t for t in schema.GPU_TABLES if con.execute(
             f"SELECT 1 FROM {t} WHERE source_id = $sid AND pid IS NULL AND correlation_id IS NOT NULL "
-            "LIMIT 1", {"sid": source_id}).fetchone()]
+            "LIMIT 1", {"sid": source_id}).fetchall()]
         if need:
             wanted = " UNION ALL ".join(f"SELECT correlation_id FROM {t} WHERE source_id = $sid AND pid IS NULL"
                                         for t in need)
@@ -620,7 +620,7 @@ class Store:
                 else:
                     p = tmp / f"{t.name}.parquet"
                     self._con.execute(f"COPY {t.name} TO '{_sql_str(str(p))}' (FORMAT parquet, COMPRESSION zstd)")
-                rows[t.name] = self._con.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
+                rows[t.name] = self._con.execute(f"SELECT count(*) FROM {t.name}").fetchall()[0][0]
             files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
             manifest = {"tracekit_version": __version__, "schema_version": schema.SCHEMA_VERSION,
                         "layout": "partitioned" if partitioned else "flat", "rows": rows, "files": files}
@@ -1053,7 +1053,7 @@ def persist_views(con: duckdb.DuckDBPyConnection) -> bool:
     try:
         old = dict(con.execute("SELECT key, value FROM tracekit_meta WHERE key IN "
                                "('persisted_views', 'persisted_macros', 'views_digest')").fetchall())
-        cat = con.execute("SELECT current_database()").fetchone()[0]
+        cat = con.execute("SELECT current_database()").fetchall()[0][0]
         digest = views.digest()
         if old.get("views_digest") == digest and _copies_marked(con, cat, digest):  # (all there, unchanged)
             con.execute("COMMIT")
@@ -1431,7 +1431,7 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, items) -> None:
     `threads` (after its ROLLBACK, should this fail: an aborted transaction takes no SET)."""
     pending = next(items, None)
     threads, order = con.execute(
-        "SELECT current_setting('threads'), current_setting('preserve_insertion_order')").fetchone()
+        "SELECT current_setting('threads'), current_setting('preserve_insertion_order')").fetchall()[0]
     con.execute("SET preserve_insertion_order = false")
     con.execute(f"SET threads = {max(1, min(threads, INSERT_THREADS, budget.plan().insert_threads))}")
     while pending is not None:

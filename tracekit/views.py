@@ -350,7 +350,7 @@ def persist(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]:
     ``main`` schema of the connection's current database: the files' own statements, the names
     qualified (never TEMP), so that a DuckDB client without tracekit finds them in the store.
     Returns the (macro names, view names) created; the caller runs it inside a transaction."""
-    cat = con.execute("SELECT current_database()").fetchone()[0]
+    cat = con.execute("SELECT current_database()").fetchall()[0][0]
     where = '"' + cat.replace('"', '""') + '".main.'
 
     def run(path: Path, text: str, count: int = 0) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -134,6 +135,12 @@ def _spark_type(t) -> str:
             pa.bool_(): "BOOLEAN"}[t]
 
 
+def _no_glob(path: str) -> str:
+    """A path as Hadoop reads it literally: its glob characters escaped (Spark expands [ ] { } * ?
+    in a path it reads, so an export under `run[1]/` would match nothing)."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
+
+
 def register_dataset(spark, dataset_dir: str | os.PathLike, cache: bool = False) -> list[str]:
     """Every table of tracekit's schema as a temporary view over the Parquet export in
     ``dataset_dir``, with the schema's columns and types in the schema's order (source_id, the
@@ -158,11 +165,11 @@ def register_dataset(spark, dataset_dir: str | os.PathLike, cache: bool = False)
         ddl = ", ".join(f"`{c.name}` {_spark_type(c.type)}" for c in t.columns)
         cols = ", ".join(f"CAST(`{c.name}` AS {_spark_type(c.type)}) AS `{c.name}`" for c in t.columns)
         if local and t.name in flat:
-            df = spark.read.parquet(str(Path(d) / f"{t.name}.parquet"))
+            df = spark.read.parquet(_no_glob(str(Path(d) / f"{t.name}.parquet")))
         elif not local or t.name in parts:
             # the partition column's type from the schema, not inferred
             df = (spark.read.option("basePath", f"{d.rstrip('/')}/{t.name}")
-                  .schema(ddl).parquet(f"{d.rstrip('/')}/{t.name}"))
+                  .schema(ddl).parquet(_no_glob(f"{d.rstrip('/')}/{t.name}")))
         else:
             df = spark.createDataFrame([], ddl)
         df.createOrReplaceTempView(f"__tk_raw_{t.name}")
