@@ -106,11 +106,10 @@ inc AS (  -- each collective in the step that started last before its last arriv
 ),
 sc AS (  -- the step's collectives in order of last arrival, with the rank the chain goes on with
     SELECT job_id, step, step_start, step_end, name, seq, a, slow,
-           row_number() OVER w AS i,
-           coalesce(lead(a) OVER w, step_end) AS next_a,
-           coalesce(lead(slow) OVER w, last_rank) AS next_rank
+           row_number() OVER (PARTITION BY job_id, step ORDER BY a, name, seq) AS i,
+           coalesce(lead(a) OVER (PARTITION BY job_id, step ORDER BY a, name, seq), step_end) AS next_a,
+           coalesce(lead(slow) OVER (PARTITION BY job_id, step ORDER BY a, name, seq), last_rank) AS next_rank
     FROM inc
-    WINDOW w AS (PARTITION BY job_id, step ORDER BY a, name, seq)
 ),
 tr AS (  -- the transfer of each collective, ending where the rank the chain goes on with ends it
     SELECT sc.*, least(greatest(coalesce(ri.arrival_ns + ri.dur_ns, sc.a), sc.a), sc.next_a) AS e
