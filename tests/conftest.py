@@ -153,3 +153,17 @@ def convert(tmp_path):
     yield _convert
     for s in stores:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory):
+    """A store with no source, open read-only: for checking the SQL library's macros alone."""
+    import tracekit
+    from tracekit.store import Store
+
+    db = tmp_path_factory.mktemp("empty") / "empty.duckdb"
+    with Store(db):
+        pass
+    s = tracekit.open(db)
+    yield s
+    s.close()

@@ -92,16 +92,8 @@ NOT_COMM = [
 
 
 @pytest.fixture(scope="module")
-def empty(tmp_path_factory):
-    import tracekit
-    from tracekit.store import Store
-
-    db = tmp_path_factory.mktemp("comm") / "empty.duckdb"
-    with Store(db):
-        pass
-    s = tracekit.open(db)
-    yield s
-    s.close()
+def empty(empty_store):
+    return empty_store
 
 
 @pytest.mark.parametrize("lib,name", REAL_NAMES, ids=[f"{lib}-{i}" for i, (lib, _) in enumerate(REAL_NAMES)])

@@ -317,6 +317,18 @@ def _export_rows(d: Path) -> dict:
 
 
 @pytest.mark.slow
+def _killed_after(delay: float, args: list, env: dict | None = None) -> int:
+    """Run `tracekit ARGS`, SIGKILL it after ``delay`` seconds if it still runs; 1 if killed."""
+    p = subprocess.Popen([sys.executable, "-m", "tracekit.cli", *map(str, args)], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    killed = p.poll() is None
+    if killed:
+        p.send_signal(signal.SIGKILL)
+    p.wait()
+    return int(killed)
+
+
 @pytest.mark.parametrize("layout", ["flat", "partitioned"])
 def test_killed_parquet_export_leaves_the_old_export_whole(tmp_path, layout):
     db, d = tmp_path / "s.duckdb", tmp_path / "pq"
@@ -327,14 +339,7 @@ def test_killed_parquet_export_leaves_the_old_export_whole(tmp_path, layout):
     assert old == {"sources": 1, "kernels": 6, "events": 13, "ncu_metrics": 0}
     killed = 0
     for delay in (0.0, 0.3, 0.6, 0.9, 1.2, 1.6, 2.0, 2.6):
-        p = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "convert", need(NCU), "--db", db,
-                              "--replace", "--parquet", d, "-q", *part],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            killed += 1
-        p.wait()
+        killed += _killed_after(delay, ["convert", need(NCU), "--db", db, "--replace", "--parquet", d, "-q", *part])
         rows = _export_rows(d)  # the old export or the new one, whole, never a mix
         assert rows in (old, {"sources": 1, "kernels": 0, "events": 0, "ncu_metrics": 13290}), (delay, rows)
         if rows != old:
@@ -553,14 +558,7 @@ def test_killed_first_conversion_leaves_no_partial_template(tmp_path, monkeypatc
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(cache))
     killed = 0
     for i, delay in enumerate((0.5, 0.8, 1.1, 1.4, 1.7)):
-        p = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "convert", str(need(NCU)), "--db",
-                              str(tmp_path / f"s{i}.duckdb"), "-q"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            killed += 1
-        p.wait()
+        killed += _killed_after(delay, ["convert", str(need(NCU)), "--db", str(tmp_path / f"s{i}.duckdb"), "-q"], env)
         if list(cache.glob("store-template-*.duckdb")):
             break
         shutil.rmtree(cache / "verified", ignore_errors=True)

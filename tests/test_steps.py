@@ -31,16 +31,8 @@ LIB = [  # (domain, name, library range?): names as the captures write them
 
 
 @pytest.fixture(scope="module")
-def empty(tmp_path_factory):
-    import tracekit
-    from tracekit.store import Store
-
-    db = tmp_path_factory.mktemp("steps") / "empty.duckdb"
-    with Store(db):
-        pass
-    s = tracekit.open(db)
-    yield s
-    s.close()
+def empty(empty_store):
+    return empty_store
 
 
 @pytest.mark.parametrize("domain,name,want", LIB)
