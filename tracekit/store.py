@@ -807,14 +807,19 @@ def _clean_stale(path: Path) -> None:
     """Remove what killed conversions of this store left next to it: ``.<name>.tmp-<pid>`` copies
     (with their .wal and spill folder) and ``.<name>.parts-<pid>`` worker folders, of processes
     that are gone."""
-    pat = re.compile(rf"^\.{re.escape(path.name)}\.(tmp|parts)-(\d+)")
+    _remove_left_by_dead(path.parent, re.compile(rf"^\.{re.escape(path.name)}\.(?:tmp|parts)-(\d+)"))
+
+
+def _remove_left_by_dead(folder: Path, pat: re.Pattern) -> None:
+    """Remove the entries of ``folder`` whose name matches ``pat`` (group 1: the pid that made
+    them) where that process is gone."""
     try:
-        entries = list(path.parent.iterdir())
+        entries = list(folder.iterdir())
     except OSError:
         return
     for p in entries:
         m = pat.match(p.name)
-        if m and not _pid_alive(int(m.group(2))):
+        if m and not _pid_alive(int(m.group(1))):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -1252,18 +1257,7 @@ def _from_template(tmp: Path) -> bool:
 def _clean_stale_templates(d: Path) -> None:
     """Remove the partial templates (``.store-template-<key>.duckdb.<pid>-<thread>``, with their
     .wal and spill folder) that conversions killed while making one left in the cache folder."""
-    pat = re.compile(r"^\.store-template-[0-9a-f]+\.duckdb\.(\d+)-\d+")
-    try:
-        entries = list(d.iterdir())
-    except OSError:
-        return
-    for p in entries:
-        m = pat.match(p.name)
-        if m and not _pid_alive(int(m.group(1))):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
+    _remove_left_by_dead(d, re.compile(r"^\.store-template-[0-9a-f]+\.duckdb\.(\d+)-\d+"))
 
 
 @contextmanager
