@@ -227,6 +227,7 @@ def test_decode_b1_per_step_sync_is_not_the_cause(stores):
     assert per_step == [2] * 8
 
 
+@pytest.mark.slow
 def test_phase_scope_decode_step(stores):
     raw = Raw(DECODE_B1)
     d = diag(stores("b1", DECODE_B1), phase="decode_step")
@@ -264,6 +265,7 @@ def _graph_numbers(raw: Raw, phase: str):
     return launches, kernels, length(u), intersect(u, host)
 
 
+@pytest.mark.slow
 def test_graphs_eager_launch_bound_graph_not(stores):
     raw = Raw(GRAPHS)
     st = stores("graphs", GRAPHS)
@@ -314,6 +316,7 @@ def test_diff_eager_vs_graphs(stores):
 # two-rank DDP
 
 
+@pytest.mark.slow
 def test_ddp_rank_imbalance_and_overlap(stores):
     raws = [Raw(p) for p in DDP]
     st = stores("ddp", *DDP)
@@ -367,6 +370,7 @@ def test_ddp_rank_imbalance_and_overlap(stores):
     assert one(d0, "rank_imbalance").time_ns == f.time_ns and "low_overlap" not in d0.codes(1)
 
 
+@pytest.mark.slow
 def test_rank_imbalance_counts_the_steady_window_only(tmp_path):
     """Collectives before the first step (NCCL's start-up: every rank waits for the others'
     initialisation) are not an imbalance: the finding sums waits inside the waiter's steady window
@@ -440,6 +444,7 @@ def _ncu_raw_bounds():
 
 
 @pytest.mark.parametrize("ncu", [NCU_RAW, NCU_DETAILS])
+@pytest.mark.slow
 def test_ncu_gemv_vs_gemm(stores, ncu):
     st = stores(f"mm_{ncu.stem}", NSYS_MATMUL, ncu)
     if st.one("select count(*) from duckdb_views() where view_name = 'kernel_bounds'") == 0:
@@ -482,6 +487,7 @@ def test_ncu_only_store(stores):
     assert g.share_pct == pytest.approx(share, abs=0.5)  # details page rounds µs
 
 
+@pytest.mark.slow
 def test_ncu_source_beside_an_unmatched_timeline(stores):
     """A mixed store (issue 23): the matmul's ncu results beside the decode timeline, which ran
     none of those kernels (every result 'unmatched'): the ncu source still gets its verdicts
@@ -512,6 +518,7 @@ def test_ncu_source_beside_an_unmatched_timeline(stores):
 # diff of two captures, thresholds, no GPU data
 
 
+@pytest.mark.slow
 def test_diff_decode_b1_vs_b32(stores):
     from tracekit.diff import Side, diff
 
@@ -599,6 +606,7 @@ def test_no_gpu_data(stores):
 # command line
 
 
+@pytest.mark.slow
 def test_cli_diagnose_formats(stores, tmp_path):
     from tracekit.cli import main
 
@@ -627,6 +635,7 @@ def test_cli_diagnose_formats(stores, tmp_path):
     assert r.exit_code == 2 and "no source 7" in r.output
 
 
+@pytest.mark.slow
 def test_cli_diff(stores):
     from tracekit.cli import main
 
@@ -679,6 +688,7 @@ def _browser(args, tmp_path):
     return subprocess.run(cmd, capture_output=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_html_report_renders_in_chromium(stores, tmp_path):
     pytest.importorskip("plotly")
     from tracekit.cli import main
@@ -806,6 +816,7 @@ def test_phase_names_without_per_call_ids(stores):
         assert st.one(f"SELECT tk_phase('{name}')") == phase
 
 
+@pytest.mark.slow
 def test_diff_caps_every_section(stores):
     """diff of two real captures with emit_nvtx op ranges: phases matched by name (prefill,
     decode_step; no per-call ids), every section capped with 'and K more'."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.slow  # fuzzes every format with many mutated inputs: minutes
 
 sys.path.insert(0, str(REPO / "bench"))
 

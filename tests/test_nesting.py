@@ -144,6 +144,7 @@ def _read(trace):
 @pytest.mark.skipif(native is None, reason="C module not built")
 @pytest.mark.parametrize("trace", sorted((FIXTURES / "kineto").glob("*.json.gz")) + realworld("kineto"),
                          ids=lambda p: p.name)
+@pytest.mark.slow
 def test_reader_derivations_equal_the_stores(trace, tmp_path, monkeypatch):
     """The Kineto reader nests the events and gives GPU rows their launching call's pid while it
     reads, chunk by chunk; the store completes what it left (tracks whose rows came out of order,
@@ -210,6 +211,7 @@ def test_late_mask_matches_whole_tracks_null_safe():
 
 
 @pytest.mark.skipif(native is None, reason="C module not built")
+@pytest.mark.slow
 def test_contradicted_and_forgotten_pids(tmp_path, monkeypatch):
     """A call naming another pid with a kernel's correlation, after the kernel (edited into the
     real matmul capture: real captures do not have one), takes back the pid the reader gave that

@@ -414,6 +414,7 @@ def check_summary(rows, expected, key, count_col, pct=True):
 
 
 @pytest.mark.parametrize("path", ALL, ids=ids)
+@pytest.mark.slow
 def test_views_equal_independent_computation(path, convert):
     con = sq(path)
     have = tables(con)

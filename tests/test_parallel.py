@@ -17,6 +17,8 @@ from tracekit.adapters.base import TraceError
 from tracekit.cli import main
 from tracekit.store import StoreError
 
+pytestmark = pytest.mark.slow  # conversions in worker processes
+
 RANK0 = FIXTURES / "kineto" / "ddp_rank0.json.gz"
 RANK1 = FIXTURES / "kineto" / "ddp_rank1.json.gz"
 NSYS = FIXTURES / "nsys" / "decode_b1.sqlite"

@@ -32,6 +32,8 @@ from tracekit.export import engine as tp
 from tracekit.export.lint import lint, lint_json, lint_proto
 from tracekit.store import Store
 
+pytestmark = pytest.mark.slow  # Perfetto's engine (Node.js) loads every export
+
 # ../shared/realworld beside the checkout (the brief's spelling of conftest.REALWORLD)
 REALWORLD = Path(__file__).resolve().parents[2] / "shared" / "realworld"
 FORMATS = ("json.gz", "pftrace")

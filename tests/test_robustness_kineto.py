@@ -11,10 +11,13 @@ import gzip
 import json
 import random
 
-
+import pytest
 from conftest import FIXTURES, need
+
 from tracekit.adapters.base import TraceError
 from tracekit.store import Store
+
+pytestmark = pytest.mark.slow  # a corpus of damaged Kineto traces
 
 SEED = 20261129
 BASE = FIXTURES / "kineto" / "ddp_rank0.json.gz"

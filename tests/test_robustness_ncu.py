@@ -29,6 +29,8 @@ from conftest import FIXTURES, need
 from tracekit.adapters.base import TraceError
 from tracekit.store import Store
 
+pytestmark = pytest.mark.slow  # a corpus of damaged ncu reports
+
 SEED = 20261131
 NCU = FIXTURES / "ncu"
 BASES = [NCU / "mm_details.csv", NCU / "mm_details_base.csv", NCU / "mm_raw.csv"]

@@ -27,6 +27,8 @@ from conftest import FIXTURES, need
 from tracekit.adapters.base import TraceError
 from tracekit.store import Store
 
+pytestmark = pytest.mark.slow  # a corpus of damaged nsys exports
+
 SEED = 20261130
 BASES = [FIXTURES / "nsys" / "decode_b1.sqlite", FIXTURES / "nsys" / "graphs.sqlite"]
 TIME_BOUND = 20  # seconds per variant

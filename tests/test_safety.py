@@ -75,6 +75,7 @@ def test_huge_ts_is_skipped_not_wrapped(tmp_path, ts):
 
 # -- 2-4, 6. the store under concurrency, failures and leftovers -------------------------------
 
+@pytest.mark.slow
 def test_concurrent_converts_keep_every_source(tmp_path):
     db = tmp_path / "c.duckdb"
     inputs = [FIXTURES / "kineto" / "decode_b1.json.gz", FIXTURES / "nsys" / "decode_b1.sqlite",
@@ -263,6 +264,7 @@ def test_deep_nesting_skips_one_event(tmp_path, depth):
     assert s.skipped["event nested deeper than the JSON decoder allows (~1000 levels)"] == 1
 
 
+@pytest.mark.slow
 def test_decompression_bomb_is_refused_in_bounded_memory(tmp_path):
     text = gzip.open(need(KINETO)).read()
     j = text.index(b"[", text.index(b'"traceEvents"')) + 1

@@ -14,6 +14,8 @@ import json
 import pytest
 import view_fingerprints as F
 
+pytestmark = pytest.mark.slow  # every view on every fingerprint store, real-world traces included
+
 
 def test_every_view_gives_the_saved_rows():
     saved = {k: v for k, v in json.loads(F.SAVED.read_text()).items() if k in F.STORES}

@@ -76,6 +76,7 @@ print(json.dumps({{"hot": con.execute({HOT!r}).fetchall(), "gaps": con.execute({
     assert [tuple(x) for x in got["gaps"]] == [("host_wait", 6206, 231712086), ("kernel_wait", 144, 712700)]
 
 
+@pytest.mark.slow
 def test_every_view_in_a_plain_client_matches_tracekit(db, tmp_path):
     """Every view runs in a plain client (its getvariable() parameters fall back to their
     defaults) and has tracekit's row count."""
@@ -309,6 +310,7 @@ def test_a_failed_conversion_leaves_the_store_and_its_views(db, tmp_path):
 
 # -- (2) views over a Parquet export ------------------------------------------------------------
 @pytest.mark.parametrize("layout", ["flat", "partitioned"])
+@pytest.mark.slow
 def test_sql_on_a_parquet_export(tmp_path, layout):
     p, d = tmp_path / "s.duckdb", tmp_path / "pq"
     r = cli("convert", *DDP, "--db", p, "--jobs", "1", "--parquet", d, *(["--partitioned"] if layout == "partitioned" else []), "-q")

@@ -19,6 +19,8 @@ from tracekit.adapters.base import TraceError
 from tracekit.adapters.nsys import NsysAdapter
 from tracekit.store import Store, writing
 
+pytestmark = pytest.mark.slow  # concurrent and killed conversions
+
 NSYS = FIXTURES / "nsys" / "matmul.sqlite"
 NSYS2 = FIXTURES / "nsys" / "graphs.sqlite"
 NCU = FIXTURES / "ncu" / "mm_raw.csv"

@@ -157,6 +157,7 @@ def _view_names(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
 
 
+@pytest.mark.slow
 def test_views_are_created_in_dependency_order():
     """`views.referenced(v)` lists what v needs first: each statement succeeds at its first try."""
     import duckdb
@@ -341,6 +342,7 @@ OVERLAPPED_COPIES = [p for p in realworld("kineto") if p.name in ("hta__diff_tes
 
 
 @pytest.mark.parametrize("path", OVERLAPPED_COPIES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_steady_state_exposed_memcpy_equals_a_sweep(path, convert):
     """Real traces (HTA's) whose copies overlap compute kernels: `steady_state.exposed_memcpy_ns`
     equals each copy in the window less the part of it under the union of the device's compute
