@@ -188,7 +188,7 @@ def test_views_are_created_when_first_needed(convert):
         assert _view_names(st._con) == {"gpu_activity", "idle_gaps"}
         assert st.table("hotspots").count("*").fetchall()[0][0] > 10
         assert "hotspots" in _view_names(st._con)
-        assert len(_view_names(st.con)) == len(views.all_views()) == 46
+        assert len(_view_names(st.con)) == len(views.all_views()) == 47
 
 
 def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
