@@ -211,3 +211,23 @@ def test_ranks_script_writes_its_oracle_on_cpu_ranks(convert, tmp_path):
     assert o["others_wait_share_pct"] == pytest.approx(100 * waited / sum(o["step_ns"]))
     st = convert(out / "host_rank0.json.gz", out / "host_rank1.json.gz")
     assert st.rows("select rank, world_size, job_id from ranks order by rank") == [(0, 2, 0), (1, 2, 0)]
+
+
+def test_rank_imbalance_says_what_the_slow_rank_did(convert):
+    """diagnose's rank_imbalance names the rank the others waited for and what it was doing on the
+    critical path: on the DDP fixture rank 0, whose GPU idles between launches (its host is late:
+    the 'launch' category) more than it computes."""
+    from tracekit.diagnose import diagnose
+
+    st = convert(*DDP)
+    (f,) = [f for f in diagnose(st).findings if f.code == "rank_imbalance"]
+    assert f.metrics["slowest_rank"] == 0 and f.metrics["waiting_rank"] == 1
+    want = defaultdict(int)
+    for kind, cat, n in st.rows("select kind, category, ns from critical_path where rank = 0"):
+        if kind != "communication":
+            want[kind if cat is None else f"{kind}:{cat}"] += n
+    doing = f.metrics["slowest_rank_doing_ns"]
+    assert doing == dict(want) and max(doing, key=doing.get) == "idle:launch"
+    assert doing["idle:launch"] > 2 * doing["compute"]
+    assert "critical path" in f.summary and "host was in 'launch'" in f.summary
+    assert any(e.view == "critical_path" for e in f.evidence)

@@ -631,11 +631,27 @@ class _Rules:
                      FROM {steady} WHERE job_id = {job} GROUP BY ALL ORDER BY rank"""
             tq = f"""SELECT name, seq, rank, arrival_ns, dur_ns, wait_ns, skew_ns, comm_ns, slowest_rank
                      FROM {steady} WHERE job_id = {job} ORDER BY skew_ns DESC, seq, rank LIMIT 10"""
+            # what the slow rank was doing while it held the others back: its time on the steps'
+            # critical path, by what it was doing (its compute, its host's idle causes)
+            doing, doing_txt, cev = {}, "", []
+            if q.has("critical_path"):
+                cq = f"""SELECT kind, category, sum(ns)::BIGINT AS ns, count(DISTINCT step) AS steps,
+                                100.0 * sum(ns) / (SELECT sum(ns) FROM critical_path WHERE job_id = {job}) AS path_pct
+                         FROM critical_path WHERE job_id = {job} AND rank = {slow['rank']} AND kind <> 'communication'
+                         GROUP BY ALL ORDER BY ns DESC, kind, category"""
+                _c, crows = q.run(cq)
+                doing = {(k if c is None else f"{k}:{c}"): n for k, c, n, _s, _p in crows}
+                if crows:
+                    k, c, n, _s, pct = crows[0]
+                    what = "its GPU computing" if k == "compute" else f"its GPU idle while its host was in '{c}'"
+                    doing_txt = (f"; on the steps' critical path (`critical_path`) it held {fmt_ns(sum(doing.values()))}, "
+                                 f"most with {what}: {fmt_ns(n)} ({fmt_pct(pct)} of the path)")
+                    cev = [q.evidence("critical_path", cq)]
             out.append(self.finding(
                 "rank_imbalance", share, waiter["wait_ns"], win, None,
                 f"rank {waiter['rank']} waited {fmt_ns(waiter['wait_ns'])} in {plural(n_coll, 'collective')} "
                 f"({fmt_pct(share)} of its steady window) for rank {slow['rank']}, which arrived last in "
-                f"{slow['times_slowest']} of {slow['collectives']}; largest skew {fmt_ns(slow['max_skew_ns'])}; "
+                f"{slow['times_slowest']} of {slow['collectives']}{doing_txt}; largest skew {fmt_ns(slow['max_skew_ns'])}; "
                 f"the transfers themselves took {fmt_ns(waiter['transfer_ns'])} (`collectives` has each one's "
                 f"bytes and bus bandwidth)",
                 source_id=waiter["source_id"], device_id=waiter["device_id"] if waiter["pid"] is not None else None,
@@ -643,11 +659,11 @@ class _Rules:
                 metrics={"job_id": job, "waiting_rank": waiter["rank"], "wait_ns": waiter["wait_ns"],
                          "transfer_ns": waiter["transfer_ns"],
                          "slowest_rank": slow["rank"], "times_slowest": slow["times_slowest"],
-                         "collectives": n_coll, "max_skew_ns": slow["max_skew_ns"],
+                         "collectives": n_coll, "max_skew_ns": slow["max_skew_ns"], "slowest_rank_doing_ns": doing,
                          "ranks": {str(r["rank"]): {"source_id": r["source_id"], "pid": r["pid"],
                                                     "device_id": r["device_id"], "wait_ns": r["wait_ns"],
                                                     "times_slowest": r["times_slowest"]} for r in ranks}},
-                evidence=[q.evidence("rank_imbalance", jq), q.evidence("rank_imbalance", tq)]))
+                evidence=[q.evidence("rank_imbalance", jq), q.evidence("rank_imbalance", tq)] + cev))
         return out
 
 
