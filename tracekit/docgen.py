@@ -59,14 +59,19 @@ def _commands() -> list[tuple[str, click.Command, click.Context]]:
     """(full name, command, its context) of every leaf command, in the group's order."""
     from .cli import main
 
-    root = click.Context(main, info_name="tracekit", terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH)
+    # each context with its command's own settings (help_option_names: -h as well), as the CLI
+    # makes them; click caches a command's help option, so a context without them would print
+    # what an earlier invocation in the same process left
+    root = click.Context(main, info_name="tracekit", **{**main.context_settings, "terminal_width": HELP_WIDTH,
+                                                          "max_content_width": HELP_WIDTH})
     out = []
 
     def walk(group: click.Group, ctx: click.Context, prefix: str) -> None:
         for name in group.list_commands(ctx):
             cmd = group.get_command(ctx, name)
-            sub = click.Context(cmd, info_name=name, parent=ctx, terminal_width=HELP_WIDTH,
-                                max_content_width=HELP_WIDTH)
+            sub = click.Context(cmd, info_name=name, parent=ctx, **{**cmd.context_settings,
+                                                                      "terminal_width": HELP_WIDTH,
+                                                                      "max_content_width": HELP_WIDTH})
             out.append((f"{prefix} {name}", cmd, sub))
             if isinstance(cmd, click.Group):
                 walk(cmd, sub, f"{prefix} {name}")
