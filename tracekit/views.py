@@ -322,7 +322,7 @@ _CREATE_ANY = re.compile(r"CREATE\s+OR\s+REPLACE\s+(VIEW|MACRO)\s+", re.IGNORECA
 
 def macro_names() -> list[str]:
     """The macros of the library, in file order."""
-    return [m.group(1) for p, _ in library() for m in _MACRO_NAME.finditer(p.read_text())]
+    return [m for _p, _t, macros, _i in lib_modules().values() for m in macros]
 
 
 def creation_order() -> list[str]:
