@@ -25,7 +25,7 @@ the two.  Printed at the end:
 
     python bench/faults.py [--kills 10] [--no-disk] [--rounds 2] [--work DIR] [--keep]
 
-A benchmark script, not a unit test (tests/test_nothing_lost.py has the unit tests of each fault):
+A benchmark script, not a unit test (tests/store/test_nothing_lost.py has the unit tests of each fault):
 a few minutes on 2 cores.
 """
 

@@ -17,7 +17,7 @@ either as before or has the new source, never damaged, and nothing is left behin
 
     python bench/fuzz.py [--seed N] [--kineto N] [--nsys N] [--ncu N] [--env N]
 
-tests/test_fuzz.py runs it with the CI counts (>= 3,000 variants) and asserts 0 LOST, 0 CRASH.
+tests/adapters/test_fuzz.py runs it with the CI counts (>= 3,000 variants) and asserts 0 LOST, 0 CRASH.
 Bases: fixtures/kineto/matmul.json.gz, fixtures/nsys/matmul.sqlite, fixtures/ncu/mm_raw.csv (real
 H200 captures, fixtures/README.md).
 """

@@ -7,7 +7,7 @@ Converts the traces into OUT/store.duckdb, exports it as the partitioned Parquet
 OUT/parquet (docs/scaling.md), starts one Spark session (local[*] unless --master), registers the
 tables and every view (tracekit/spark: each view translated from its one DuckDB definition), and
 prints one line per view: its rows, Spark's time, and whether the rows are DuckDB's (the
-comparison of tests/spark_rows.py). tests/test_spark.py is the test; this is the tool to try
+comparison of tests/spark_rows.py). tests/scale/test_spark.py is the test; this is the tool to try
 other traces or a cluster. Needs pyspark and Java 17+ (pip install 'tracekit-gpu[spark]').
 """
 

@@ -14,7 +14,7 @@
 --   top_kernels      the 3 kernel short names with the most time in the phase
 -- Method (no effect on the result): instances and wall time are counted from `events` with
 -- phase_instances' rule (duplicated for speed: that view also matches every instance's GPU
--- work; tests/test_views.py guards it).
+-- work; tests/sql/test_views.py guards it).
 --
 -- Uses: phase_idle, phase_ops
 --

@@ -1,4 +1,4 @@
-"""Row comparison of two engines' results (tests/test_spark.py): the same multiset of rows,
+"""Row comparison of two engines' results (tests/scale/test_spark.py): the same multiset of rows,
 floats equal to a relative 1e-9 (summation order differs between engines), NULLs equal,
 lists and structs compared as Python values, column names and order equal."""
 

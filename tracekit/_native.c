@@ -2,11 +2,11 @@
  * same results (used where this module is not built: no C compiler at install).
  *
  * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto/scanned.py); the args
- *   fields it reads into columns are those of kineto/mapping.py's ARGS (tests/test_kineto_mapping.py).
+ *   fields it reads into columns are those of kineto/mapping.py's ARGS (tests/adapters/test_kineto_mapping.py).
  * kineto_flows: its flow rule (kineto/flows.py, `Flows.rows`) on the scanned columns.
  * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
  * take_strings, take_spans: that reader's gather of its text columns by table (scanned.py's
- *   `_take_text`; its twin is Arrow's take, compared in tests/test_kineto_scan.py).
+ *   `_take_text`; its twin is Arrow's take, compared in tests/adapters/test_kineto_scan.py).
  *
  * kineto_scan(chunk) reads a JSON array of trace events, as the Python reader cuts them, into
  * columns (Arrow buffers as bytes objects), or returns None when the chunk is not in the plain
@@ -16,7 +16,7 @@
  * dur on an 'X' event, invalid UTF-8, an id beyond int64, any JSON error) makes it return None,
  * having changed nothing, and the chunk goes the Python way.  So it never has rules of its own:
  * for every chunk it accepts, its columns equal what the Python reader derives
- * (tests/test_kineto_scan.py converts every real trace both ways and compares the tables).
+ * (tests/adapters/test_kineto_scan.py converts every real trace both ways and compares the tables).
  *
  * Returned tuple: (n, ph, i64_columns, i64_validity, str_columns)
  *   ph            bytes[n], the phase letter of each event

@@ -1,6 +1,6 @@
 """tracekit's optional compiled module (tracekit/_native.c, built at install by hatch_build.py
 where a C compiler is found), or None.  Every function in it has a pure-Python (or SQL) twin
-that gives the same results; tests/test_kineto_scan.py and tests/test_nesting.py compare them."""
+that gives the same results; tests/adapters/test_kineto_scan.py and tests/sql/test_nesting.py compare them."""
 
 from __future__ import annotations
 

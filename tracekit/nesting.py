@@ -1,7 +1,7 @@
 """events.depth / parent_id: the nesting of the ranges of each track, derived after a source's rows
 are in the store (where the adapter left them NULL), by the compiled module where it is built
 (`nest` in tracekit/_native.c) or by SQL; `_nest_track` is the event-by-event rule both equal
-(tests/test_nesting.py)."""
+(tests/sql/test_nesting.py)."""
 
 from __future__ import annotations
 

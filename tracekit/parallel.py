@@ -9,7 +9,7 @@ while the workers go on: for every table of tracekit/schema.py, ``INSERT INTO ma
 (several waiting stores in one ``UNION ALL``).  Source ids are given at merge time, the way the
 one-process path gives them (the next id of the store; a failed input takes none), so the store
 has the same source ids and the same rows as the conversion of the same inputs with ``jobs=1``
-(``bench/samestore.py`` and tests/test_parallel.py check it; an nsys source's row order is not
+(``bench/samestore.py`` and tests/scale/test_parallel.py check it; an nsys source's row order is not
 its input order either way).
 
 The worker stores live in a hidden folder next to the store (``.<name>.parts-<pid>/``) and are

@@ -1540,7 +1540,7 @@ def _json_typed(table_name: str, data):
     where from a string column it parses every value to check it (yyjson: 0.05-0.07 s of the
     179 MB capture's inserts, on the thread that inserts).  The readers' JSON is valid by
     construction (encoded by orjson / msgspec / SQLite, or input text the Kineto scanner
-    validated); tests/test_store_safety.py checks every stored value of the real traces."""
+    validated); tests/store/test_store_safety.py checks every stored value of the real traces."""
     idx = _JSON_COLS.get(table_name)
     if not idx:
         return data

@@ -97,7 +97,7 @@
 --                 of PyTorch's symmetric-memory collectives       two_shot_all_reduce_kernel_inplace<...>
 --     'mscclpp'   mscclpp:: (the kernel takes MSCCL++ channels:   allreduce7<__nv_bfloat16>(..., mscclpp::DeviceHandle<...>*, ...)
 --                 its demangled signature names them)
---   Where each example comes from: tests/test_comm_kernels.py.
+--   Where each example comes from: tests/sql/test_comm_kernels.py.
 --
 -- tk_is_comm_kernel(name) -> BOOLEAN
 --   a communication kernel: tk_comm_library(name) is not NULL (NCCL / RCCL collectives, DeepEP

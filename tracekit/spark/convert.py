@@ -8,7 +8,7 @@ a private temporary store next to the dataset), exports it as the partitioned Pa
 ``DATASET/<table>/source_id=<n>/``, where ``n`` is the input's position in INPUTS (from 0, as a
 store numbers its sources).
 Within a source no other column depends on its id, so this is the same data that ``tracekit
-convert INPUTS --parquet DATASET --partitioned`` writes (tests/test_spark.py compares them).
+convert INPUTS --parquet DATASET --partitioned`` writes (tests/scale/test_spark.py compares them).
 
 The dataset is written afresh: an existing folder with tracekit tables in it is refused unless
 ``replace`` (then its tables are removed first), so two sources never share an id and no input

@@ -14,7 +14,7 @@ Reading strategy (memory: the input blocks in flight plus one chunk, whatever th
   take column-wise and declines any other chunk, which then goes the Python way: decoded in one
   msgspec call into small typed structs, ``args`` kept as raw text, the ``args`` fields that
   map to columns decoded in one call per table, rows routed and built as Arrow columns
-  (columnar.py).  Both give the same rows (tests/test_kineto_scan.py); without the scanner
+  (columnar.py).  Both give the same rows (tests/adapters/test_kineto_scan.py); without the scanner
   (``TRACEKIT_KINETO_SCAN=0``, or no compiler at install) large traces read ~1.5x slower.
 * A document that does not look like that (one line of JSON, say) is read whole and cut into
   chunks of its event slices.  A chunk whose events have unusual shapes (fields of other types,

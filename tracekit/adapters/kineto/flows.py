@@ -6,7 +6,7 @@ starts the next link from here); an 'f' before its 's' in file order waits for i
 at or before its time links to it; another 'f' of the key closes the waiting one as a row
 without a start).  At the end of the trace the open starts and waiting ends are rows with one
 side.  The one definition, used by every reader; `_native.kineto_flows` is its C twin on the
-scanner's columns (tests/test_kineto_scan.py compares them on every real trace).
+scanner's columns (tests/adapters/test_kineto_scan.py compares them on every real trace).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ names a field or a column: they evaluate the tables below, so a new column is on
 
 * `ARGS`: the fields of an event's ``args`` object that columns read: the decoded struct of
   every path is made from it (decode.py), and the C scanner's columns for them are named here
-  (``scan``); tests/test_kineto_mapping.py checks the scanner against this list (a field it
+  (``scan``); tests/adapters/test_kineto_mapping.py checks the scanner against this list (a field it
   does not scan makes the tables that read it go the Python way: `scannable`).
 * `CAT`: the event's ``cat`` (lower-cased) -> the table and the category / kind of its rows.
 * `COLUMNS`: per table, each column's sources, the first one present (not null) taken, and its

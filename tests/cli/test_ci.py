@@ -26,10 +26,10 @@ def _pytest(tmp_path, env_extra, *args):
 
 
 def test_missing_tool_skips_for_users_and_fails_in_ci(tmp_path):
-    r = _pytest(tmp_path, {}, "tests/test_torch_capture.py")
+    r = _pytest(tmp_path, {}, "tests/adapters/test_torch_capture.py")
     # (5: pytest's "no tests ran": the module skipped as a whole)
     assert r.returncode in (0, 5) and "1 skipped" in r.stdout and "failed" not in r.stdout, r.stdout + r.stderr
-    r = _pytest(tmp_path, {"CI": "true"}, "tests/test_torch_capture.py")
+    r = _pytest(tmp_path, {"CI": "true"}, "tests/adapters/test_torch_capture.py")
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "passed" not in r.stdout
     assert "CI=true but optional test tools are missing" in out and "torch (pip install torch)" in out

@@ -113,7 +113,7 @@ def test_row_by_row_equals_column_wise(path, monkeypatch):
 
 
 def test_row_by_row_equals_column_wise_on_odd_shapes(tmp_path, monkeypatch):
-    """Synthetic (the odd but valid shapes of tests/test_kineto_scan.py: 'no stream' markers,
+    """Synthetic (the odd but valid shapes of tests/adapters/test_kineto_scan.py: 'no stream' markers,
     args of other types, a kernel's pid other than its device, HIP calls, hex / text ids, GPU
     annotations): the row evaluator gives the column-wise rows."""
     from test_kineto_scan import ACCEPTED, write_trace

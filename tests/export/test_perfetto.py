@@ -35,7 +35,7 @@ from tracekit.store import Store
 pytestmark = pytest.mark.slow  # Perfetto's engine (Node.js) loads every export
 
 # ../shared/realworld beside the checkout (the brief's spelling of conftest.REALWORLD)
-REALWORLD = Path(__file__).resolve().parents[2] / "shared" / "realworld"
+REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld"
 FORMATS = ("json.gz", "pftrace")
 
 

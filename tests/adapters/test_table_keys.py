@@ -35,7 +35,7 @@ def _inputs(d: Path) -> list[Path]:
 
 FIXTURE_FILES = [p for d in FIXTURE_DIRS for p in _inputs(FIXTURES / d)]
 # the real-world files that hold a trace or an ncu table (the .nsys-rep / .qdrep need nsys; the
-# text-mode ncu pages and the console log give their one-line error: tests/test_ncu.py)
+# text-mode ncu pages and the console log give their one-line error: tests/adapters/test_ncu.py)
 REALWORLD_FILES = ([p for p in realworld("kineto") if p.name.endswith(".json.gz")]
                    + [p for p in realworld("nsys") if p.suffix == ".sqlite"]
                    + [p for p in realworld("ncu") if p.suffix in (".csv", ".ncu-rep")

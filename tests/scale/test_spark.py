@@ -1,5 +1,5 @@
 """Every view on Apache Spark gives DuckDB's rows (issue 24): one store holding every fixture trace
-of tests/test_same_rows.py, two ncu results and its 4 real-world captures (those left out where
+of tests/sql/test_same_rows.py, two ncu results and its 4 real-world captures (those left out where
 ../shared/realworld is absent), exported as the partitioned Parquet dataset and run on ONE
 local Spark session; each view's rows are compared with DuckDB's on the same store (the same
 multiset of rows; floats to a relative 1e-9; NULLs equal; lists and structs as Python values:
@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a local Spark session (JVM start, every view): minutes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import view_fingerprints as F  # noqa: E402
 from spark_rows import same_rows  # noqa: E402
 
@@ -64,7 +64,7 @@ def spark():
 
 
 # the ncu views (kernel_bounds, kernel_latency, ncu_timeline_match) need ncu sources: two real
-# ncu results of the fixtures, beside the traces of tests/test_same_rows.py
+# ncu results of the fixtures, beside the traces of tests/sql/test_same_rows.py
 NCU = {"ncu": ["ncu/decode_steps_details.csv.gz", "ncu/lat_raw.csv.gz"]}
 
 
@@ -74,7 +74,7 @@ def _realworld_present() -> bool:
 
 @pytest.fixture(scope="module")
 def fixture_store(tmp_path_factory):
-    """One store (and its partitioned dataset) of every fixture trace of tests/test_same_rows.py,
+    """One store (and its partitioned dataset) of every fixture trace of tests/sql/test_same_rows.py,
     two ncu results and, where ../shared/realworld is present, its four real-world captures
     (every view compared once over all of them: 3 min on 2 cores)."""
     tmp = tmp_path_factory.mktemp("spark_fix")

@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from tracekit import schema, store
 from tracekit.store import writing
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from samestore import differences  # noqa: E402
 
 KINETO = FIXTURES / "kineto/decode_b1.json.gz"

@@ -95,6 +95,6 @@ def test_operations_of_every_kernel_generation(convert, trace):
             o = op(max(inside, key=lambda a: a["ts"])["name"]) if inside else None
         want[o or op(k["name"])] += 1
     st = convert(need(REALWORLD / "kineto" / trace))
-    # (the NCCL / RCCL kernels: other communication libraries' kernels are tests/test_comm_kernels.py's)
+    # (the NCCL / RCCL kernels: other communication libraries' kernels are tests/sql/test_comm_kernels.py's)
     got = st.rows("select operation, count(*) from collectives where regexp_matches(name, '(?i)nccl|rccl') group by 1")
     assert dict(got) == dict(want) and want

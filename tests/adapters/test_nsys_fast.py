@@ -18,7 +18,7 @@ from conftest import FIXTURES, realworld
 from tracekit.adapters import nsys
 from tracekit.store import writing
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from samestore import differences  # noqa: E402
 
 pytest.importorskip("adbc_driver_sqlite")

@@ -1,7 +1,7 @@
 """The Spark engine as users run it: `tracekit convert --engine spark` (one Spark task per input,
 writing its partitions of the dataset) gives the dataset that `tracekit convert --parquet DIR
 --partitioned` writes, and `tracekit sql --engine spark` answers as `tracekit sql` does over the
-same dataset. Every view's rows on both engines: tests/test_spark.py."""
+same dataset. Every view's rows on both engines: tests/scale/test_spark.py."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from tracekit import schema
 
 pytestmark = pytest.mark.slow  # a local Spark session per command: minutes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_spark import needs_spark  # noqa: E402
 from test_spark import spark as spark_session  # noqa: E402,F401 (the one Spark session fixture, `spark`)
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 INPUTS = [FIX / "kineto" / "ddp_rank0.json.gz", FIX / "kineto" / "ddp_rank1.json.gz",
           FIX / "nsys" / "decode_b1.sqlite"]
 

@@ -297,7 +297,7 @@ def test_views_doc_of_hotspots_reads_like_its_file():
 # -- the README and --help say what the command does ---------------------------------------------
 
 def test_cli_reference_and_help_name_every_option():
-    """docs/cli.md (generated from the commands: tests/test_docs.py) has a synopsis line per
+    """docs/cli.md (generated from the commands: tests/cli/test_docs.py) has a synopsis line per
     command naming each of its options, diff's included (issue 45)."""
     cli_md = (FIXTURES.parent / "docs" / "cli.md").read_text()
     for cmd in ("sql", "views", "convert", "diagnose", "diff", "schema"):
