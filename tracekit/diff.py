@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import __version__
+from . import __version__, queries
 from .names import printable
 from .diagnose import (IDLE_CAUSES, DiagnoseError, Diagnosis, Query, apply_view_params, cell, diagnose, jsonable, table,
-                       fmt_ns, fmt_pct, lit, resolve_thresholds)
+                       fmt_ns, fmt_pct, resolve_thresholds)
 
 
 @dataclass
@@ -41,8 +41,16 @@ class Side:
     label: str
 
 
+def _q(q: Query, name: str, **params) -> list[dict]:
+    return queries.dicts(q.store, "diff", name, **params)
+
+
+def _q1(q: Query, name: str, **params) -> dict:
+    return queries.one(q.store, "diff", name, **params) or {}
+
+
 def _timeline_sources(q: Query) -> list[int]:
-    return [r["source_id"] for r in q.dicts("SELECT DISTINCT source_id FROM gpu_activity ORDER BY source_id")]
+    return [r["source_id"] for r in _q(q, "timeline_sources")]
 
 
 def resolve_source(store, source_id: int | None, which: str) -> int:
@@ -63,24 +71,12 @@ def resolve_source(store, source_id: int | None, which: str) -> int:
 
 def _summary(q: Query, sid: int, phase: str | None) -> dict:
     if phase is None:
-        u = q.dicts(f"SELECT * FROM gpu_utilization WHERE source_id = {sid}")
-        gaps = {r["cause"]: r for r in q.dicts(
-            f"SELECT cause, count(*) AS n, sum(dur_ns)::BIGINT AS ns FROM idle_gaps "
-            f"WHERE scope = 'device' AND source_id = {sid} GROUP BY cause")}
-        ls = q.dicts(f"SELECT * FROM launch_summary WHERE source_id = {sid}")
-        launches = q.one(f"""SELECT count(DISTINCT (pid, tid, correlation_id)) AS n,
-                                    count(DISTINCT (pid, tid, correlation_id))
-                                        FILTER (WHERE ops_in_launch > 1 OR tk_is_graph_launch(api_name)) AS g
-                             FROM gpu_launches WHERE source_id = {sid}""") or {}
-        # kernel executions apart from whole-graph rows (a graph-level trace's spans)
-        ks = q.one(f"""SELECT count(*) FILTER (WHERE NOT tk_is_graph_span(graph_id, graph_node_id)) AS kernels,
-                              coalesce(sum(dur_ns) FILTER (WHERE NOT tk_is_graph_span(graph_id, graph_node_id)), 0)::BIGINT
-                                  AS kernel_ns,
-                              count(*) FILTER (WHERE tk_is_graph_span(graph_id, graph_node_id)) AS spans,
-                              coalesce(sum(dur_ns) FILTER (WHERE tk_is_graph_span(graph_id, graph_node_id)), 0)::BIGINT
-                                  AS span_ns
-                       FROM kernels WHERE source_id = {sid}""") or {}
-        sync = q.one(f"SELECT calls, total_ns FROM sync_stalls WHERE source_id = {sid} AND name IS NULL") or {}
+        u = _q(q, "utilization", sid=sid)
+        gaps = {r["cause"]: r for r in _q(q, "device_gaps", sid=sid)}
+        ls = _q(q, "launch_summary", sid=sid)
+        launches = _q1(q, "launches", sid=sid)
+        ks = _q1(q, "kernels", sid=sid)  # kernel executions apart from whole-graph rows
+        sync = _q1(q, "syncs", sid=sid)
         window = sum(r["window_ns"] for r in u)
         busy = sum(r["busy_ns"] for r in u)
         out = {
@@ -97,21 +93,13 @@ def _summary(q: Query, sid: int, phase: str | None) -> dict:
             out[f"{c}_ns"] = gaps[c]["ns"] if c in gaps else 0
             out[f"{c}_gaps"] = gaps[c]["n"] if c in gaps else 0
         return out
-    rows = q.dicts(f"SELECT * FROM phase_idle WHERE source_id = {sid} AND phase = {lit(phase)}")
+    rows = _q(q, "phase_idle", sid=sid, phase=phase)
     if not rows:
         raise DiagnoseError(f"no phase {phase!r} with GPU work in source {sid}")
-    sync = q.one(f"""SELECT count(*) AS calls, coalesce(sum(h.dur_ns), 0)::BIGINT AS total_ns
-                     FROM host_syncs h JOIN phase_instances i
-                       ON i.source_id = h.source_id AND i.pid = h.pid AND i.tid = h.tid
-                      AND h.start_ns >= i.start_ns AND h.start_ns < i.end_ns
-                     WHERE h.source_id = {sid} AND i.phase = {lit(phase)}""") or {}
+    sync = _q1(q, "phase_syncs", sid=sid, phase=phase)
     window = sum(r["span_ns"] for r in rows)
     busy = sum(r["busy_ns"] for r in rows)
-    ks = q.one(f"""SELECT count(*) FILTER (WHERE short_name IS NOT NULL) AS kernels,
-                          coalesce(sum(dur_ns) FILTER (WHERE short_name IS NOT NULL), 0)::BIGINT AS kernel_ns,
-                          count(*) FILTER (WHERE short_name IS NULL) AS spans,
-                          coalesce(sum(dur_ns) FILTER (WHERE short_name IS NULL), 0)::BIGINT AS span_ns
-                   FROM phase_ops WHERE source_id = {sid} AND phase = {lit(phase)} AND kind = 'kernel'""") or {}
+    ks = _q1(q, "phase_kernels", sid=sid, phase=phase)
     out = {
         "window_ns": window, "busy_ns": busy, "utilization_pct": 100.0 * busy / window if window else None,
         "kernels": ks.get("kernels") or 0, "kernel_ns": ks.get("kernel_ns") or 0,
@@ -145,12 +133,9 @@ SUMMARY_METRICS = (
 
 def _kernels(q: Query, sid: int, phase: str | None) -> dict[str, dict]:
     if phase is None:
-        rows = q.dicts(f"""SELECT short_name, sum(instances)::BIGINT AS count, sum(total_ns)::BIGINT AS total_ns
-                           FROM hotspots WHERE source_id = {sid} GROUP BY short_name""")
+        rows = _q(q, "kernel_names", sid=sid)
     else:
-        rows = q.dicts(f"""SELECT short_name, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns
-                           FROM phase_ops WHERE source_id = {sid} AND phase = {lit(phase)} AND kind = 'kernel'
-                             AND short_name IS NOT NULL GROUP BY short_name""")
+        rows = _q(q, "phase_kernel_names", sid=sid, phase=phase)
     return {r["short_name"]: r for r in rows}
 
 
@@ -158,14 +143,7 @@ def _phases(q: Query, sid: int) -> dict[str, dict]:
     if not q.has("phase_idle"):
         return {}
     out = {}
-    for r in q.dicts(f"""SELECT p.phase, p.instances, p.wall_ns, p.kernels, p.kernel_ns, p.gpu_ns,
-                                i.span_ns, i.busy_ns, i.host_wait_ns, i.launch_calls
-                         FROM phases p LEFT JOIN (
-                             SELECT source_id, phase, category, sum(span_ns)::BIGINT AS span_ns,
-                                    sum(busy_ns)::BIGINT AS busy_ns, sum(host_wait_ns)::BIGINT AS host_wait_ns,
-                                    sum(launch_calls)::BIGINT AS launch_calls
-                             FROM phase_idle GROUP BY ALL) i USING (source_id, phase, category)
-                         WHERE p.source_id = {sid}"""):
+    for r in _q(q, "phases", sid=sid):
         out.setdefault(r["phase"], r)
     return out
 

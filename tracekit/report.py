@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import math
 
-from . import __version__
+from . import __version__, queries
 from .diagnose import IDLE_CAUSES, Diagnosis, Query, cell, command, fmt_ns, fmt_pct
 from .names import plural
 
@@ -83,10 +83,7 @@ def _utilization(p: _Plots, q: Query, srcs: dict, sids: list[int]) -> None:
     if len(sids) == 1:
         title += f" — {_label(srcs[sids[0]])}"
     for sid in sids:
-        rows = q.dicts(f"""SELECT t.device_id, t.bucket_start_ns - u.window_start_ns AS t_ns,
-                                  t.bucket_end_ns - u.window_start_ns AS e_ns, t.utilization_pct
-                           FROM gpu_utilization_timeline t JOIN gpu_utilization u USING (source_id, device_id)
-                           WHERE t.source_id = {sid} ORDER BY t.device_id, t.bucket""")
+        rows = queries.dicts(q.store, "report", "utilization", sid=sid)
         for dev in sorted({r["device_id"] for r in rows}):
             rr = [r for r in rows if r["device_id"] == dev]
             xs = [r["t_ns"] / 1e6 for r in rr] + [rr[-1]["e_ns"] / 1e6]
@@ -102,8 +99,7 @@ def _utilization(p: _Plots, q: Query, srcs: dict, sids: list[int]) -> None:
 def _top_kernels(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
-    rows = q.dicts(f"""SELECT short_name, name, total_ns, instances, time_pct, med_ns FROM hotspots
-                       WHERE source_id = {sid} ORDER BY total_ns DESC LIMIT 15""")
+    rows = queries.dicts(q.store, "report", "top_kernels", sid=sid)
     if not rows:
         return
     rows = rows[::-1]
@@ -123,7 +119,7 @@ def _top_kernels(p: _Plots, q: Query, src: dict) -> None:
 def _gap_histogram(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
     sid = src["source_id"]
-    rows = q.dicts(f"SELECT cause, dur_ns FROM idle_gaps WHERE scope = 'device' AND source_id = {sid}")
+    rows = queries.dicts(q.store, "report", "gaps", sid=sid)
     if not rows:
         return
     edges = []
@@ -159,12 +155,7 @@ def _phase_time(p: _Plots, q: Query, src: dict) -> None:
     sid = src["source_id"]
     if not q.has("phase_idle"):
         return
-    rows = q.dicts(f"""SELECT phase, sum(instances) AS instances, sum(busy_ns) AS busy_ns,
-                              sum(host_wait_ns) AS host_wait_ns, sum(sync_wait_ns) AS sync_wait_ns,
-                              sum(runtime_compile_ns) AS runtime_compile_ns,
-                              sum(kernel_wait_ns) AS kernel_wait_ns, sum(other_ns) AS other_ns,
-                              sum(outside_ns) AS outside_ns, sum(span_ns) AS span_ns
-                       FROM phase_idle WHERE source_id = {sid} GROUP BY phase ORDER BY span_ns""")
+    rows = queries.dicts(q.store, "report", "phase_time", sid=sid)
     if not rows:
         return
     fig = go.Figure()
@@ -186,7 +177,7 @@ def _roofline(p: _Plots, q: Query, src: dict) -> None:
     sid = src["source_id"]
     if not q.has("kernel_bounds"):
         return
-    rows = q.dicts(f"SELECT * FROM kernel_bounds WHERE source_id = {sid} ORDER BY id")
+    rows = queries.dicts(q.store, "report", "kernel_bounds", sid=sid)
     if not rows:
         return
     roof = [r for r in rows if r.get("arithmetic_intensity") and r.get("flop_per_s")]
@@ -244,16 +235,10 @@ def _shape_roofline(p: _Plots, q: Query, src: dict) -> None:
     sid = src["source_id"]
     if not (q.has("roofline") and q.has("phase_roofline")):
         return
-    ops = q.dicts(f"""SELECT op, shapes, dtype, count(*) AS calls, sum(flops) / sum(bytes) AS intensity,
-                             sum(flops) / (sum(gpu_ns) * 1e-9) AS flops_per_s, sum(gpu_ns) AS gpu_ns, mode(bound) AS bound,
-                             max(peak_flops_per_s) AS pf, max(peak_bytes_per_s) AS pb
-                      FROM roofline WHERE source_id = {sid} AND flops > 0 AND bytes > 0
-                      GROUP BY ALL ORDER BY gpu_ns DESC LIMIT 200""")
+    ops = queries.dicts(q.store, "report", "op_roofline", sid=sid)
     if not ops:
         return
-    phases = q.dicts(f"""SELECT phase, intensity, flops_per_s, bound, pct_peak_flops, pct_peak_bytes, peak_flops_per_s AS pf,
-                                peak_bytes_per_s AS pb
-                         FROM phase_roofline WHERE source_id = {sid} AND flops > 0 AND bytes > 0""")
+    phases = queries.dicts(q.store, "report", "phase_roofline", sid=sid)
     fig = go.Figure()
     pts = ops + phases
     ais = [r["intensity"] for r in pts]
@@ -338,7 +323,7 @@ def render_html(store, d: Diagnosis) -> str:
     q = Query(store)
     p = _Plots()
     srcs = {s["source_id"]: s for s in d.sources}
-    timeline = {r["source_id"] for r in q.dicts("SELECT DISTINCT source_id FROM gpu_activity")}
+    timeline = {r["source_id"] for r in queries.dicts(store, "diff", "timeline_sources")}
     tl = [sid for sid in srcs if sid in timeline]
     sections = []
     for sid in tl:

@@ -129,8 +129,10 @@ def expand(text: str) -> str:
 
 
 def _view_files() -> list[Path]:
-    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros)
-    return sorted((p for p in sql_dir().rglob("*.sql") if p.parent.name != "lib"), key=lambda p: p.stem)
+    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros, sql/queries/
+    # the statements of the Python modules, `query`, sql/diagnose/ those of the diagnose rules)
+    return sorted((p for p in sql_dir().rglob("*.sql") if p.parent.name not in ("lib", "queries", "diagnose")),
+                  key=lambda p: p.stem)
 
 
 @lru_cache(maxsize=1)
@@ -367,3 +369,46 @@ def persist(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]:
     for name in names:
         run(by_name[name].path, by_name[name].text, count=1)
     return macro_names(), names
+
+
+_QUERY_HEADER = re.compile(r"^--\s*([a-z_][a-z0-9_]*)\s*:\s*(.+)$")
+
+
+@lru_cache(maxsize=32)
+def queries(module: str) -> dict[str, str]:
+    """The named statements of ``sql/queries/<module>.sql``: the SQL that one Python module runs
+    (a report, an export) over the views and tables, kept here so that every rule has its one
+    home in sql/. The file opens with a header comment (what the module is), then a blank line;
+    each statement follows, its own header comment first (``-- <name>: <what it returns>``, its
+    columns and ``$parameters``), and ends with ``;`` at the end of a line. Statements name
+    their values as DuckDB prepared parameters (``$sid``); `query` gives one statement's text."""
+    return statements(sql_dir() / "queries" / f"{module}.sql")
+
+
+@lru_cache(maxsize=64)
+def statements(path: Path) -> dict[str, str]:
+    """The named statements of a file laid out as `queries` describes (sql/queries/*.sql,
+    sql/diagnose/*.sql): name -> SQL text, comment lines removed."""
+    out: dict[str, str] = {}
+    chunks: list[list[str]] = [[]]
+    for line in path.read_text().split("\n\n", 1)[1].split("\n"):  # a statement ends at a code line ending ';'
+        if chunks[-1] or line.strip():
+            chunks[-1].append(line)
+        if not line.startswith("--") and line.rstrip().endswith(";"):
+            chunks[-1][-1] = line.rstrip()[:-1]
+            chunks.append([])
+    for lines in chunks:
+        if not "".join(lines).strip():
+            continue
+        m = _QUERY_HEADER.match(lines[0])
+        if not m:
+            raise ValueError(f"{path}: a statement must start with '-- <name>: <description>': {lines[0]!r}")
+        if m.group(1) in out:
+            raise ValueError(f"{path}: statement {m.group(1)} is defined twice")
+        out[m.group(1)] = "\n".join(x for x in lines if not x.startswith("--")).strip()
+    return out
+
+
+def query(module: str, name: str) -> str:
+    """The SQL of statement ``name`` of ``sql/queries/<module>.sql`` (`queries`)."""
+    return queries(module)[name]

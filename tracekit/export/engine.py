@@ -147,26 +147,14 @@ def run_queries(trace: str | os.PathLike, queries: list[str], cache: Path | None
     return out, res.get("load_ms", 0)
 
 
-# What a clean import means (docs: /work/shared/reference/perfetto-export.md §4.2)
-CHECK_QUERIES = {
-    "bad_stats": "SELECT name, idx, severity, value FROM stats WHERE value > 0 AND "
-                 "(severity IN ('error', 'data_loss') OR name IN ('slice_negative_duration', "
-                 "'slice_max_depth_exceeded', 'trace_sorter_negative_timestamp_dropped', "
-                 "'flow_end_without_start', 'flow_step_without_start', 'json_display_time_unit'))",
-    "slices": "SELECT count(*) FROM slice",
-    "open_slices": "SELECT count(*) FROM slice WHERE dur = -1",
-    "flows": "SELECT count(*) FROM flow",
-    "counters": "SELECT count(*) FROM counter",
-    "counter_tracks": "SELECT count(*) FROM counter_track",
-    "processes": "SELECT pid, name FROM process WHERE name IS NOT NULL",
-    "threads": "SELECT p.pid, t.tid, t.name FROM thread t JOIN process p USING (upid) WHERE t.name IS NOT NULL",
-}
-
-
 def check_trace(trace, cache: Path | None = None) -> dict:
-    """Run CHECK_QUERIES; returns {name: rows or scalar, 'load_ms': n}."""
-    names = list(CHECK_QUERIES)
-    res, ms = run_queries(trace, [CHECK_QUERIES[n] for n in names], cache)
+    """Run the statements of sql/queries/perfetto_check.sql (what a clean import means); returns
+    {name: rows or scalar, 'load_ms': n}."""
+    from ..views import queries
+
+    checks = queries("perfetto_check")
+    names = list(checks)
+    res, ms = run_queries(trace, [checks[n] for n in names], cache)
     out: dict = {"load_ms": ms}
     for n, r in zip(names, res):
         out[n] = r.dicts() if n in ("bad_stats", "processes", "threads") else r.scalar()
