@@ -40,10 +40,10 @@ from .model import (CODES, REMEDIES, SEVERITIES, THRESHOLDS, DiagnoseError, Diag
                     Threshold, apply_view_params, fmt_names, fmt_ns, fmt_pct, jsonable, lit, parse_thresholds,
                     resolve_thresholds, thresholds_help)
 from .render import cell, command, table, to_markdown, to_text
-from .rules import diagnose
+from .registry import RULES, Rule, diagnose
 from .scopes import IDLE_CAUSES, Query
 
-__all__ = ["CODES", "IDLE_CAUSES", "REMEDIES", "SEVERITIES", "THRESHOLDS", "DiagnoseError", "Diagnosis",
-           "Evidence", "Finding", "Query", "Threshold", "apply_view_params", "cell", "command", "diagnose", "fmt_names", "fmt_ns",
+__all__ = ["CODES", "IDLE_CAUSES", "REMEDIES", "RULES", "SEVERITIES", "THRESHOLDS", "DiagnoseError", "Diagnosis",
+           "Evidence", "Finding", "Query", "Rule", "Threshold", "apply_view_params", "cell", "command", "diagnose", "fmt_names", "fmt_ns",
            "fmt_pct", "jsonable", "lit", "parse_thresholds", "resolve_thresholds", "table", "thresholds_help",
            "to_markdown", "to_text"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from .model import plural
-from .model import Finding, fmt_ns, fmt_pct, lit
+from .model import Finding, fmt_ns, fmt_pct, plural
+from .statements import statement
 
 # idle category -> finding code (transfer_bound also takes the exposed memcpy busy time)
 CODE = {"launch": "launch_bound", "sync": "sync_stall", "compile": "runtime_compile", "copy": "transfer_bound",
@@ -37,20 +37,18 @@ def attribution_findings(rules, s) -> list[Finding]:
     if not q.has("time_breakdown"):
         return []
     sid, dev = s.source_id, s.device_id
-    rows = q.dicts(f"""SELECT state, category, ns, pct, part_start_ns, part_end_ns, part_ns FROM time_breakdown
-                       WHERE source_id = {sid} AND device_id = {dev} AND part = 'steady'""")
+    rows = q.dicts(statement("attribution", "breakdown", sid=sid, dev=dev))
     if not rows:
         return []
     w0, w1, win = rows[0]["part_start_ns"], rows[0]["part_end_ns"], rows[0]["part_ns"]
     idle = {r["category"]: r["ns"] for r in rows if r["state"] == "idle"}
     busy = {r["category"]: r["ns"] for r in rows if r["state"] == "busy"}
-    where = f"source_id = {sid} AND device_id = {dev} AND start_ns >= {w0} AND start_ns < {w1}"
+    where = {"sid": sid, "dev": dev, "w0": w0, "w1": w1}
     out = []
     if idle.get("queued"):  # queued work: only the waits of at least kernel_wait_ns (dependencies);
         # shorter ones are the GPU's own latency between queued kernels (e.g. inside a CUDA graph)
-        idle["queued"] = q.one(f"""SELECT coalesce(sum(dur_ns), 0)::BIGINT AS ns FROM idle_attribution
-                                 WHERE {where} AND category = 'queued'
-                                   AND gap_end_ns - gap_start_ns >= {int(th['kernel_wait_ns'])}""")["ns"]
+        idle["queued"] = q.one(statement("attribution", "queued", **where,
+                                         kernel_wait_ns=int(th["kernel_wait_ns"])))["ns"]
     for cat, ns in idle.items():
         time_ns = ns + (busy.get("memcpy", 0) if cat == "copy" else 0)
         share = 100.0 * time_ns / win if win else None
@@ -67,16 +65,10 @@ def attribution_findings(rules, s) -> list[Finding]:
 def _finding(rules, s, cat, time_ns, idle_ns, share, win, where) -> Finding:
     q = rules.q
     code = CODE[cat]
-    ops_q = f"""SELECT host_op, count(DISTINCT gap_start_ns) AS gaps, sum(dur_ns)::BIGINT AS ns
-                FROM idle_attribution WHERE {where} AND category = {lit(cat)}
-                GROUP BY host_op ORDER BY ns DESC, host_op LIMIT 10"""
-    gaps_q = f"""SELECT gap_start_ns, gap_end_ns, gap_end_ns - gap_start_ns AS gap_ns, sum(dur_ns)::BIGINT AS ns,
-                        arg_max(host_op, dur_ns) AS host_op
-                 FROM idle_attribution WHERE {where} AND category = {lit(cat)}
-                 GROUP BY ALL ORDER BY ns DESC, gap_start_ns LIMIT 10"""
+    ops_q = statement("attribution", "host_ops", **where, category=cat)
+    gaps_q = statement("attribution", "gaps", **where, category=cat)
     ops = q.dicts(ops_q) if idle_ns else []
-    stats = q.one(f"""SELECT count(DISTINCT gap_start_ns) AS gaps, median(gap_end_ns - gap_start_ns) AS med_gap_ns
-                      FROM idle_attribution WHERE {where} AND category = {lit(cat)}""") if idle_ns else None
+    stats = q.one(statement("attribution", "gap_stats", **where, category=cat)) if idle_ns else None
     named = [o for o in ops if o["host_op"]]
     top = ", ".join(f"{o['host_op']} {fmt_ns(o['ns'])}" for o in named[:3])
     n_gaps = (stats or {}).get("gaps") or 0
@@ -104,17 +96,12 @@ def _finding(rules, s, cat, time_ns, idle_ns, share, win, where) -> Finding:
     if idle_ns:
         ev = [q.evidence("idle_attribution", ops_q), q.evidence("idle_attribution", gaps_q)]
     if cat == "launch" and q.has("launch_summary"):
-        ev.append(q.evidence("launch_summary",
-                             f"SELECT * FROM launch_summary WHERE source_id = {s.source_id} AND device_id = {s.device_id}"))
+        ev.append(rules.evidence("launch_summary", "attribution", "launch_summary", sid=s.source_id, dev=s.device_id))
     if cat == "sync" and q.has("sync_stalls"):
-        ev.append(q.evidence("sync_stalls", f"""SELECT name, kind, call_site, calls, total_ns, max_ns, gpu_ops_waited
-                                               FROM sync_stalls WHERE source_id = {s.source_id} AND name IS NOT NULL
-                                               ORDER BY total_ns DESC"""))
+        ev.append(rules.evidence("sync_stalls", "attribution", "sync_stalls", sid=s.source_id))
     if cat == "copy" and q.has("memop_time_summary"):
-        ev.append(q.evidence("memop_time_summary",
-                             f"SELECT * FROM memop_time_summary WHERE source_id = {s.source_id}"))
-    ev.append(q.evidence("time_breakdown", f"""SELECT part, state, category, ns, pct FROM time_breakdown
-                                              WHERE source_id = {s.source_id} AND device_id = {s.device_id}"""))
+        ev.append(rules.evidence("memop_time_summary", "transfer_bound", "memop_time_summary", sid=s.source_id))
+    ev.append(rules.evidence("time_breakdown", "attribution", "time_breakdown", sid=s.source_id, dev=s.device_id))
     metrics = {"category": cat, "idle_ns": idle_ns, "gaps": n_gaps, "med_gap_ns": med,
                "top_host_ops": [{"host_op": o["host_op"], "ns": o["ns"], "gaps": o["gaps"]} for o in ops[:5]]}
     phases = None
@@ -122,7 +109,7 @@ def _finding(rules, s, cat, time_ns, idle_ns, share, win, where) -> Finding:
         metrics.update({"short_pct": s.short_pct, "short_kernels": s.short_kernels, "launched": s.launched,
                         "med_kernel_ns": s.med_kernel_ns, "med_latency_ns": s.med_latency_ns,
                         "launch_calls": s.launch_calls, "graph_launches": s.graph_launches})
-        phases = rules._phase_verdicts(s, rules._is_launch_bound)
-        summary += rules._phases_line(phases, "launch-bound")
+        phases = rules.phase_verdicts(s, rules.is_launch_bound)
+        summary += rules.phases_line(phases, "launch-bound")
     return rules.finding(code, share, time_ns, win, s, summary, remedy_key=remedy_key, of="steady window",
                          metrics=metrics, phases=phases, evidence=ev)

@@ -293,10 +293,10 @@ class Finding:
     def to_dict(self) -> dict:
         return {
             "code": self.code, "severity": self.severity, "title": self.title,
-            "share_pct": _round(self.share_pct), "time_ns": self.time_ns, "of_ns": self.of_ns,
+            "share_pct": rounded(self.share_pct), "time_ns": self.time_ns, "of_ns": self.of_ns,
             "of": self.of, "source_id": self.source_id, "device_id": self.device_id,
             "phase": self.phase, "subject": self.subject, "summary": self.summary,
-            "remedy": self.remedy, "metrics": {k: _round(v) for k, v in self.metrics.items()},
+            "remedy": self.remedy, "metrics": {k: rounded(v) for k, v in self.metrics.items()},
             "phases": self.phases, "evidence": [e.to_dict() for e in self.evidence],
         }
 
@@ -325,7 +325,7 @@ class Diagnosis:
                 if f.code == code and (source_id is None or f.source_id == source_id)]
 
 
-def _round(v):
+def rounded(v):
     if isinstance(v, float):
         return round(v, 4)
     return v
@@ -348,7 +348,7 @@ def lit(v) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _pct(a, b) -> float | None:
+def pct(a, b) -> float | None:
     if a is None or not b:
         return None
     return 100.0 * a / b

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Evidence, jsonable, _pct, lit
+from .model import Evidence, jsonable, pct
+from .statements import statement
 
 class Query:
     """Query helper over a Store: dict rows, evidence capture, view availability."""
@@ -14,7 +15,7 @@ class Query:
         self.store = store
         self.evidence_rows = evidence_rows
         self.views = {r[0] for r in store.con.sql(  # store.con: every view registered
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+            statement("scopes", "views")).fetchall()}
         self._cache: dict[str, tuple[list[str], list[tuple]]] = {}
 
     def has(self, view: str) -> bool:
@@ -73,11 +74,11 @@ class Scope:
 
     @property
     def utilization_pct(self):
-        return _pct(self.busy_ns, self.window_ns)
+        return pct(self.busy_ns, self.window_ns)
 
     @property
     def short_pct(self):
-        return _pct(self.short_kernels, self.launched)
+        return pct(self.short_kernels, self.launched)
 
     @property
     def idle_ns(self):
@@ -87,17 +88,15 @@ class Scope:
 IDLE_CAUSES = ("host_wait", "sync_wait", "runtime_compile", "kernel_wait", "other")
 
 
-def _source_scopes(q: Query, sid: int, launch_gap_ns: float) -> list[Scope]:
+def source_scopes(q: Query, sid: int, launch_gap_ns: float) -> list[Scope]:
     """One scope per device: its steady window (`steady_state`: first to last repeated step, or
     the whole device window where the source has no repeated steps)."""
     out = []
-    for u in q.dicts(f"SELECT * FROM steady_state WHERE source_id = {sid} ORDER BY device_id"):
+    for u in q.dicts(statement("scopes", "steady_scopes", sid=sid)):
         dev = u["device_id"]
-        gaps = q.dicts(f"SELECT cause, count(*) AS n, median(dur_ns) AS med, "
-                       f"sum(dur_ns) FILTER (WHERE dur_ns < {int(launch_gap_ns)})::BIGINT AS short_ns FROM idle_gaps "
-                       f"WHERE scope = 'device' AND source_id = {sid} AND device_id = {dev} "
-                       f"AND start_ns >= {u['window_start_ns']} AND end_ns <= {u['window_end_ns']} GROUP BY cause")
-        ls = q.one(f"SELECT med_latency_ns FROM launch_summary WHERE source_id = {sid} AND device_id = {dev}") or {}
+        gaps = q.dicts(statement("scopes", "steady_gaps", sid=sid, dev=dev, launch_gap_ns=int(launch_gap_ns),
+                                 w0=u["window_start_ns"], w1=u["window_end_ns"]))
+        ls = q.one(statement("scopes", "launch_latency", sid=sid, dev=dev)) or {}
         idle = {c: u[f"{c}_ns"] or 0 for c in IDLE_CAUSES}
         idle["outside"] = 0
         out.append(Scope(
@@ -111,7 +110,7 @@ def _source_scopes(q: Query, sid: int, launch_gap_ns: float) -> list[Scope]:
     return out
 
 
-def _phase_scope(r: dict) -> Scope:
+def phase_scope(r: dict) -> Scope:
     return Scope(
         source_id=r["source_id"], device_id=r["device_id"], phase=r["phase"], window_ns=r["span_ns"],
         busy_ns=r["busy_ns"],
@@ -122,14 +121,7 @@ def _phase_scope(r: dict) -> Scope:
         graph_launches=r["graph_launches"], instances=r["instances"], category=r["category"])
 
 
-def _phase_rows(q: Query, sid: int, phase: str | None = None, device: int | None = None) -> list[dict]:
+def phase_rows(q: Query, sid: int, phase: str | None = None, device: int | None = None) -> list[dict]:
     if not q.has("phase_idle"):
         return []
-    cond = [f"source_id = {sid}"]
-    if phase is not None:
-        cond.append(f"phase = {lit(phase)}")
-    if device is not None:
-        cond.append(f"device_id = {device}")
-    return q.dicts(f"SELECT * FROM phase_idle WHERE {' AND '.join(cond)} ORDER BY span_ns DESC, phase")
-
-
+    return q.dicts(statement("scopes", "phase_scopes", sid=sid, phase=phase, dev=device))
