@@ -46,13 +46,14 @@ def _tracekit(path: str, db: str, queries: list[str], whole: bool = False) -> di
     import tracekit
 
     tracekit.own_process()  # a benchmark job owns its process, as the `tracekit` command does
-    from tracekit import store, views
+    from tracekit import views
+    from tracekit.store import convert
     from tracekit.store import Store, writing
 
     out = {"import_s": time.perf_counter() - t0}
     acc: dict = {}
-    _timed(store, "_insert", acc, "insert_s")
-    _timed(store, "_derive_nesting", acc, "nesting_s")
+    _timed(convert, "insert", acc, "insert_s")
+    _timed(convert, "nest_source", acc, "nesting_s")
     _timed(views, "persist", acc, "persist_s")
     t1 = time.perf_counter()
     with writing(db, replace=True) as st:
@@ -89,7 +90,7 @@ def _sql(db: str, query: str) -> dict:
 def _views(db: str, repeat: int) -> dict:
     """Every view, each in a session of its own (a fresh read-only Store): a first run (as one
     `tracekit sql` command would: the shared views it reads are planned inside it), a second
-    (which keeps the shared views it names or reads: store.py, "shared views, computed once"),
+    (which keeps the shared views it names or reads: tracekit/store/kept.py),
     then `repeat` warm runs: the first and second runs' wall, medians of the warm runs' wall and
     CPU time (this process, all threads; a loaded machine stretches wall time more than CPU
     time), and the views whose rows the session kept."""
@@ -114,7 +115,7 @@ def _views(db: str, repeat: int) -> dict:
             warm, warm_cpu = sorted(times[2:]), sorted(cpus[2:])
             out[v.name] = {"first_s": times[0], "second_s": times[1], "warm_median_s": warm[len(warm) // 2],
                            "warm_cpu_median_s": warm_cpu[len(warm_cpu) // 2], "rows": n,
-                           "kept": sorted(st._kept)}
+                           "kept": sorted(st.kept.views)}
     return out
 
 

@@ -16,7 +16,7 @@ from .native import native
 if TYPE_CHECKING:  # (no DuckDB at run time: the Kineto reader uses StreamNesting)
     import duckdb
 
-# events.depth / parent_id by the compiled module where it is built (`_derive_nesting`); False:
+# events.depth / parent_id by the compiled module where it is built (`derive_nesting`); False:
 # always the SQL (tests compare the two). docs/scaling.md, "Tuning constants".
 NATIVE_NESTING = True
 # The Kineto reader nests the events itself while it reads, chunk by chunk (`StreamNesting`), so
@@ -27,9 +27,9 @@ STREAM_NESTING = True
 # of a big source spills under the cap); the memory budget may make it fewer (budget.plan's
 # nest_rows: 262,144 at 400 MB).  A source with more events is nested a piece at a time.
 NEST_UPDATE_ROWS = 1 << 22
-# The Kineto reader holds back the rows of the tracks it leaves to the store (`StreamNesting.held`)
-# up to this many Arrow bytes, so that the store inserts them nested instead of UPDATEing them
-# (0: none held; beyond: all handed on unnested).  docs/scaling.md, "Tuning constants".
+# The store holds back the events rows that a reader left unnested among nested ones (`LateRows`)
+# up to this many Arrow bytes, so that it inserts them nested instead of UPDATEing them
+# (0: none held; beyond: all inserted unnested).  docs/scaling.md, "Tuning constants".
 HOLD_LATE_BYTES = 8 << 20
 
 
@@ -37,7 +37,7 @@ def _piece_rows() -> int:
     return max(1, min(NEST_UPDATE_ROWS, budget.plan().nest_rows))
 
 
-def _derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
+def derive_nesting(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     """Fill events.depth / parent_id where the adapter left them NULL: on each track
     (pid, tid, device_id, stream_id), the parent is the nearest earlier event that encloses it
     (start <= child start and child end <= end, and the child starts before the end;
@@ -175,7 +175,7 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
 
 
 def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
-    """`_derive_nesting` without the compiled module.
+    """`derive_nesting` without the compiled module.
 
     Computed in SQL, for whole tracks at once: with the events of a track in order (start, end
     descending, input order), the events still open when event i starts are the earlier ones
@@ -268,7 +268,7 @@ def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
 
 
 def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
-    """depth / parent_id by the rule of `_derive_nesting`, event by event (a stack per track);
+    """depth / parent_id by the rule of `derive_nesting`, event by event (a stack per track);
     the events in track order."""
     depth = [0] * len(ids)
     parent: list[int | None] = [None] * len(ids)
@@ -291,17 +291,17 @@ def _nest_track(ids: list, starts: list, ends: list, tracks: list) -> pa.Table:
                      "parent_id": pa.array(parent, pa.int64())})
 
 
-def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
+def renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
                    held: list | None = None) -> pa.Table | None:
     """Nest again the whole of each track of ``tracks`` ((pid, tid, device_id, stream_id) each:
     those whose rows the reader got out of order, `StreamNesting.late_tracks`), and write back
     only the stored rows whose depth / parent_id change: an UPDATE rewrites every row group it
     touches at COMMIT, and the late rows are few and together (e.g. CUPTI's overhead spans that
     torch.profiler writes at the end of a trace).  ``held``: the
-    events rows of those tracks that the reader held back (`StreamNesting.held`), nested here with
+    events rows of those tracks held back from the inserts (`LateRows`), nested here with
     the stored ones and returned as a table with their depth / parent_id, for the caller to insert
     (None: none held).  Tracks of more than a piece of events (`_piece_rows`) in all are reset
-    instead and nested with the others left NULL (`_derive_nesting`): the held rows are then
+    instead and nested with the others left NULL (`derive_nesting`): the held rows are then
     returned as they are (NULL), to be nested with them."""
     late = pa.Table.from_batches(held) if held else None
     keys = pa.table({k: pa.array([t[i] for t in tracks], typ) for i, (k, typ) in
@@ -344,6 +344,70 @@ def _renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
     return late
 
 
+def _late_tracks(con: duckdb.DuckDBPyConnection, source_id: int, held: list) -> list[tuple]:
+    """The tracks (pid, tid, device_id, stream_id) that a reader began to nest and left to the
+    store: those of the rows of depth NULL, held or stored, in a source with rows nested already
+    (none where the reader nested nothing: `derive_nesting` nests the whole source)."""
+    if not con.execute("SELECT 1 FROM events WHERE source_id = $sid AND depth IS NOT NULL LIMIT 1",
+                       {"sid": source_id}).fetchall():
+        return []
+    keys = set(con.execute(f"SELECT DISTINCT {', '.join(_TRACK)} FROM events "
+                           "WHERE source_id = $sid AND depth IS NULL", {"sid": source_id}).fetchall())
+    for b in held:
+        keys.update(zip(*(b.column(k).to_pylist() for k in _TRACK)))
+    return sorted(keys, key=repr)
+
+
+def nest_source(con: duckdb.DuckDBPyConnection, source_id: int, held: list, insert) -> None:
+    """events.depth / parent_id of a source whose rows are in, where its reader left them NULL:
+    the tracks it began to nest and left (`_late_tracks`) nested again whole, with ``held``, the
+    rows held back from the inserts (`LateRows.held`), then given to ``insert`` (a function of
+    one events batch); then every row still NULL (`derive_nesting`)."""
+    tracks = _late_tracks(con, source_id, held)
+    if tracks:
+        late = renest_tracks(con, source_id, tracks, held)
+        for b in late.combine_chunks().to_batches() if late is not None else ():
+            insert(b)
+    derive_nesting(con, source_id)
+
+
+class LateRows:
+    """The (table, batch) stream of a reader, with the events rows of depth NULL that come after
+    nested ones held back (`held`, up to HOLD_LATE_BYTES): those of the tracks the reader left to
+    the store (`StreamNesting`), which `nest_source` nests with the track's stored rows and
+    inserts nested, so that no stored event is UPDATEd unless the late rows change its nesting.
+    An UPDATE of the events, even of a few rows, rewrites the row groups it touches at COMMIT
+    (~0.1 s on a 500 k-event trace).  Beyond HOLD_LATE_BYTES the held rows are handed on,
+    unnested, and no more are held.  A reader that nests nothing (depth NULL throughout) is
+    passed through as it is."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.held: list[pa.RecordBatch] = []
+
+    def __iter__(self):
+        nested, hold, size = False, HOLD_LATE_BYTES > 0, 0
+        for name, batch in self._stream:
+            if name == "events" and hold and batch.num_rows:
+                depth = batch.column("depth")
+                nested = nested or depth.null_count < batch.num_rows
+                if nested and depth.null_count:
+                    late = pc.is_null(depth)
+                    self.held.append(batch.filter(late))
+                    size += self.held[-1].nbytes
+                    batch = batch.filter(pc.invert(late))
+                    if size > HOLD_LATE_BYTES:  # too many: handed on unnested, as without holding
+                        yield from (("events", b) for b in self.held)
+                        self.held, hold = [], False
+            yield name, batch
+
+    def close(self) -> None:
+        """Stop the reader (an insert stopped early)."""
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
 class StreamNesting:
     """events.depth / parent_id set by the reader, a chunk of events at a time, by `native.nest`
     (the rule of `_nest_track`): the rows of each chunk are nested together with the rows that
@@ -356,22 +420,13 @@ class StreamNesting:
     A track whose rows arrive out of that order (a chunk holds one that sorts before a row of an
     earlier chunk: the Python-stack events that some profilers' traces write after
     the ops they enclose; CUPTI's overhead spans among a trace's last events) is left
-    to the store: its later rows keep depth NULL, and `late_tracks` lists it, so that the store
-    nests the whole track again after the rows are in (`_renest_tracks`).
-
-    Those later rows are held back (`held`, up to HOLD_LATE_BYTES) rather than handed on with
-    depth NULL: the store nests them with the track's stored rows and inserts them nested, so that
-    no stored event is UPDATEd unless the late rows change its nesting.  An UPDATE of the events,
-    even of a few rows, rewrites the row groups it touches at COMMIT (~0.1 s on a 500 k-event
-    trace).  Beyond HOLD_LATE_BYTES the
-    held rows are handed on, unnested, and no more are held."""
+    to the store: its later rows keep depth NULL (the reader's `late_tracks`), so that the store
+    nests the whole track again after the rows are in (`nest_source`): a track with rows of
+    depth NULL in a source whose other rows have theirs is such a track."""
 
     def __init__(self):
         self.active = native is not None and NATIVE_NESTING and STREAM_NESTING
         self.late_tracks: set[tuple] = set()  # (pid, tid, device_id, stream_id) left to the store
-        self.held: list[pa.RecordBatch] = []  # rows of those tracks held back (depth NULL)
-        self._held_bytes = 0
-        self._hold = HOLD_LATE_BYTES > 0
         self._carry: pa.Table | None = None
 
     def _keys(self, tbl: pa.Table, rows) -> set:
@@ -435,16 +490,6 @@ class StreamNesting:
             size = b.num_rows
             di, pi = b.schema.get_field_index("depth"), b.schema.get_field_index("parent_id")
             b = b.set_column(di, b.schema.field(di), d.slice(at, size))
-            b = b.set_column(pi, b.schema.field(pi), p.slice(at, size))
-            if skip is not None and self._hold:  # the rows left to the store: held back
-                late = skip.slice(at, size)
-                if pc.any(late).as_py():
-                    self.held.append(b.filter(late))
-                    self._held_bytes += self.held[-1].nbytes
-                    b = b.filter(pc.invert(late))
-            out.append(b)
+            out.append(b.set_column(pi, b.schema.field(pi), p.slice(at, size)))
             at += size
-        if self._held_bytes > HOLD_LATE_BYTES:  # too many: handed on unnested, as without holding
-            out = self.held + out
-            self.held, self._hold = [], False
         return out

@@ -96,6 +96,9 @@ def _interval(what: str, kineto: str, nsys: str) -> tuple[Column, ...]:
     )
 
 
+#: the mapping of GPU rows' pid in a format whose GPU rows carry none (`pid_from_launch`)
+LAUNCH_PID = "pid of the API call with the same correlation"
+
 ARGS = C("args", JSON, "Every input field not mapped to a column, as a JSON object (NULL when none).",
          "the event's `args` object, plus unmapped top-level fields", "unmapped columns", json=True)
 
@@ -226,7 +229,7 @@ TABLES: tuple[Table, ...] = (
             C("mangled_name", STR, "Mangled symbol, where known.", "—",
               "`mangledName` → `StringIds` (≥ 2022.1)"),
             C("pid", I64, "Host process that launched it (the correlation scope).",
-              "pid of the API call with the same correlation", "`globalPid >> 24 & 0xFFFFFF`"),
+              LAUNCH_PID, "`globalPid >> 24 & 0xFFFFFF`"),
             C("correlation_id", I64, "Links the kernel to its launching API call "
               "(`api_calls.correlation_id`, same source and pid). One graph launch → many kernels.",
               "`args.correlation`", "`correlationId`"),
@@ -281,7 +284,7 @@ TABLES: tuple[Table, ...] = (
             C("bytes", I64, "Bytes copied or set.", "`args.bytes`", "`bytes`"),
             C("name", STR, "Display name, e.g. `Memcpy HtoD (Pinned -> Device)`.", "`name`",
               "built from copy and memory kinds (`Memset (Device)` for memsets)"),
-            C("pid", I64, "Host process that issued it.", "pid of the API call with the same correlation",
+            C("pid", I64, "Host process that issued it.", LAUNCH_PID,
               "`globalPid >> 24 & 0xFFFFFF`"),
             C("correlation_id", I64, "Links to the issuing API call.", "`args.correlation`",
               "`correlationId`"),
@@ -303,7 +306,7 @@ TABLES: tuple[Table, ...] = (
             *_interval("synchronization", "`ts` (µs → ns)", "`start`"),
             C("sync_type", STR, "`stream_sync`, `event_sync`, `context_sync`, `stream_wait_event` "
               "or `unknown`.", "`name` / `args.cuda_sync_kind`", "`syncType` (ENUM_CUPTI_SYNC_TYPE)"),
-            C("pid", I64, "Host process of the sync call.", "pid of the API call with the same correlation",
+            C("pid", I64, "Host process of the sync call.", LAUNCH_PID,
               "`globalPid >> 24 & 0xFFFFFF`"),
             C("correlation_id", I64, "Links to the host API call that synchronized.",
               "`args.correlation`", "`correlationId`"),
@@ -535,6 +538,13 @@ GPU_TABLES: tuple[str, ...] = ("kernels", "memops", "syncs")
 
 def table(name: str) -> Table:
     return BY_NAME[name]
+
+
+def pid_from_launch(fmt: str) -> bool:
+    """True when the GPU rows of format ``fmt`` carry no pid of their own: theirs is that of the
+    launching API call (LAUNCH_PID), which the store checks where a reader filled it."""
+    return all(getattr(c, fmt, "") == LAUNCH_PID for t in GPU_TABLES for c in table(t).columns
+               if c.name == "pid")
 
 
 def to_markdown() -> str:

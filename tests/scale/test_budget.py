@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import tracekit
-import tracekit.store as store_mod
+import tracekit.store.convert as store_convert
 from conftest import FIXTURES, REPO
 from tracekit import budget
 from tracekit.cli import main
@@ -56,15 +56,15 @@ def test_default_plan_and_env(monkeypatch):
 def _spy_limit(monkeypatch) -> list:
     """What DuckDB's memory_limit and temporary files are while a source's rows are nested."""
     seen = []
-    orig = store_mod._derive_nesting
+    orig = store_convert.nest_source
 
-    def spy(con, source_id):
+    def spy(con, source_id, *rest):
         limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
         spilled = con.execute("SELECT count(*), coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchall()[0]
         seen.append((limit, spilled))
-        return orig(con, source_id)
+        return orig(con, source_id, *rest)
 
-    monkeypatch.setattr(store_mod, "_derive_nesting", spy)
+    monkeypatch.setattr(store_convert, "nest_source", spy)
     return seen
 
 

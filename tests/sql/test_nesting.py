@@ -12,8 +12,9 @@ import tracekit.nesting as nesting
 from conftest import FIXTURES, realworld
 from tracekit import schema
 from tracekit.native import native
-from tracekit.nesting import _derive_nesting, _nest_track
-from tracekit.store import Store, _insert, writing
+from tracekit.nesting import derive_nesting, _nest_track
+from tracekit.store import Store, writing
+from tracekit.store.db import insert
 
 WAYS = ["sql"] + (["native"] if native is not None else [])
 
@@ -58,8 +59,8 @@ def _events(rng: random.Random, n_tracks: int, per_track: int, laminar: bool) ->
 def _nest_both_ways(path, rows: list[dict]) -> tuple[dict, dict]:
     """depth / parent_id per event_id: (from the SQL derivation, from the stack rule)."""
     with Store(path) as st:
-        _insert(st.con, "events", pa.RecordBatch.from_pylist(rows, schema=schema.table("events").arrow))
-        _derive_nesting(st.con, 0)
+        insert(st.con, "events", pa.RecordBatch.from_pylist(rows, schema=schema.table("events").arrow))
+        derive_nesting(st.con, 0)
         got = {r[0]: (r[1], r[2]) for r in st.rows("select event_id, depth, parent_id from events")}
         tbl = st.con.sql("""select event_id, start_ns, end_ns,
                                    dense_rank() over (order by pid, tid, device_id, stream_id) as track
@@ -133,12 +134,21 @@ def _stored_derived(path, trace, in_reader: bool, monkeypatch) -> tuple:
 
 
 def _read(trace):
+    """What the Kineto reader yields of ``trace``: the tracks of its events of depth NULL (those
+    it left to the store), how many such events, and how many GPU rows it gave a pid."""
+    import pyarrow.compute as pc
+
     from tracekit.adapters.kineto import KinetoAdapter
 
-    ad = KinetoAdapter()
-    nulls = sum(b.column("depth").null_count for t, b in ad.read(trace, 0) if t == "events")
-    assert not any(b.column("depth").null_count < b.num_rows for b in ad.held_events)
-    return ad, nulls + sum(b.num_rows for b in ad.held_events)
+    tracks, nulls, filled = set(), 0, 0
+    for t, b in KinetoAdapter().read(trace, 0):
+        if t == "events":
+            late = b.filter(pc.is_null(b.column("depth")))
+            nulls += late.num_rows
+            tracks.update(zip(*(late.column(k).to_pylist() for k in nesting._TRACK)))
+        elif t in schema.GPU_TABLES:
+            filled += b.num_rows - b.column("pid").null_count
+    return sorted(tracks, key=repr), nulls, filled
 
 
 @pytest.mark.skipif(native is None, reason="C module not built")
@@ -162,23 +172,22 @@ def test_reader_nests_in_order_tracks_and_leaves_late_ones(monkeypatch):
     arrive out of order (its Python-stack events, `<string>(1): <module>` and below, come after
     the ops they enclose), so the reader leaves that track to the store (the 4,257 rows it read
     after seeing that unnested; the store redoes all 8,444) and nests the other tracks."""
-    ad, nulls = _read(FIXTURES / "kineto" / "decode_b1.json.gz")
-    assert ad.nested == [] and nulls == 0
-    assert ad.gpu_pids_filled == 3176
+    tracks, nulls, filled = _read(FIXTURES / "kineto" / "decode_b1.json.gz")
+    assert tracks == [] and nulls == 0 and filled == 3176
     h100 = [p for p in realworld("kineto") if "h100" in p.name]
     if not h100:
         pytest.skip("../shared/realworld is absent")
-    ad, nulls = _read(h100[0])
-    assert ad.nested == [(25286, 25286, None, None)] and nulls == 4257
+    tracks, nulls, _ = _read(h100[0])
+    assert tracks == [(25286, 25286, None, None)] and nulls == 4257
 
 
 @pytest.mark.skipif(native is None, reason="C module not built")
 @pytest.mark.parametrize("hold", [None, 0, 1000])
 def test_late_rows_held_back_then_inserted_nested(hold, tmp_path, monkeypatch):
-    """The rows of a late track are held back by the reader (the h100 trace's 4,257) and inserted
-    by the store with their nesting, instead of yielded unnested and UPDATEd; with no holding
-    (HOLD_LATE_BYTES 0), or more held bytes than allowed (1,000), they are yielded unnested as
-    before.  Each way the store has the rows of the store's own derivation."""
+    """The rows of a late track, which the reader yields unnested after nested ones, are held
+    back from the inserts (`LateRows`: the h100 trace's 4,257) and inserted by the store with
+    their nesting, instead of inserted unnested and UPDATEd; with no holding (HOLD_LATE_BYTES 0),
+    or more held bytes than allowed (1,000), they are inserted unnested as before.  Each way the store has the rows of the store's own derivation."""
     h100 = [p for p in realworld("kineto") if "h100" in p.name]
     if not h100:
         pytest.skip("../shared/realworld is absent")
@@ -186,9 +195,10 @@ def test_late_rows_held_back_then_inserted_nested(hold, tmp_path, monkeypatch):
         monkeypatch.setattr(nesting, "HOLD_LATE_BYTES", hold)
     from tracekit.adapters.kineto import KinetoAdapter
 
-    ad = KinetoAdapter()
-    yielded = sum(b.column("depth").null_count for t, b in ad.read(h100[0], 0) if t == "events")
-    held = sum(b.num_rows for b in ad.held_events)
+    rows = nesting.LateRows(KinetoAdapter().read(h100[0], 0))
+    yielded = sum(b.column("depth").null_count for t, b in rows if t == "events")
+    held = sum(b.num_rows for b in rows.held)
+    assert not any(b.column("depth").null_count < b.num_rows for b in rows.held)
     assert (yielded, held) == ((0, 4257) if hold is None else (4257, 0))
     a = _stored_derived(tmp_path / "a.duckdb", h100[0], True, monkeypatch)
     b = _stored_derived(tmp_path / "b.duckdb", h100[0], False, monkeypatch)
@@ -234,9 +244,8 @@ def test_contradicted_and_forgotten_pids(tmp_path, monkeypatch):
 
     # chunks of ~10 events: the kernel and its call in the first, the other call in the last
     monkeypatch.setattr(K, "BLOCK_BYTES", 4096)
-    ad = K.KinetoAdapter()
-    rows = [b for t, b in ad.read(edited, 0) if t == "kernels"]
-    assert ad.gpu_pids_filled >= 1 and k["args"]["correlation"] in {
+    rows = [b for t, b in K.KinetoAdapter().read(edited, 0) if t == "kernels"]
+    assert k["args"]["correlation"] in {
         c for b in rows for c, p in zip(b.column("correlation_id").to_pylist(), b.column("pid").to_pylist())
         if p is not None}  # the reader gave it the first call's pid ...
     a = _stored_derived(tmp_path / "a.duckdb", edited, True, monkeypatch)
@@ -245,8 +254,8 @@ def test_contradicted_and_forgotten_pids(tmp_path, monkeypatch):
     pids = {corr: pid for _, _, corr, pid in a[1]}
     assert pids[k["args"]["correlation"]] is None and sum(p is not None for p in pids.values()) == len(pids) - 1
     monkeypatch.setattr(gpu_pid, "LIMIT", 2)
-    ad, _ = _read(FIXTURES / "kineto" / "decode_b1.json.gz")
-    assert 0 < ad.gpu_pids_filled < 3162
+    _, _, filled = _read(FIXTURES / "kineto" / "decode_b1.json.gz")
+    assert 0 < filled < 3162
     c = _stored_derived(tmp_path / "c.duckdb", FIXTURES / "kineto" / "decode_b1.json.gz", True, monkeypatch)
     d = _stored_derived(tmp_path / "d.duckdb", FIXTURES / "kineto" / "decode_b1.json.gz", False, monkeypatch)
     assert c == d

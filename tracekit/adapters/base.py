@@ -485,16 +485,6 @@ class Adapter:
     def __init__(self) -> None:
         self.accounting = Accounting()
         self._source: dict = {}
-        # after read(): None when the reader left events.depth / parent_id to the store; else it
-        # nested the events itself but those of the tracks listed, (pid, tid, device_id,
-        # stream_id) each, which the store nests again whole (nesting.StreamNesting)
-        self.nested: list[tuple] | None = None
-        # after read(): events batches of those tracks that the reader held back instead of
-        # yielding them (depth NULL): the store nests them with the track and inserts them
-        self.held_events: list = []
-        # after read(): how many GPU rows (kernels, memops, syncs) the reader gave the pid of their
-        # launching API call (Kineto: kineto/gpu_pid.py), which the store checks
-        self.gpu_pids_filled = 0
 
     @property
     def source(self) -> dict:

@@ -80,9 +80,6 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         yield from chunk_end(last=True)
         for batch in devices:
             yield "devices", self._device_ids(batch, used - {None})
-        self.nested = sorted(nesting.late_tracks, key=repr) if nesting.active else None
-        self.held_events = nesting.held
-        self.gpu_pids_filled = pids.filled
 
     def _device_ids(self, batch: pa.RecordBatch, used: set) -> pa.RecordBatch:
         """The devices rows with the device ids the GPU rows use. Kineto numbers the properties

@@ -1,9 +1,10 @@
 """The pid of GPU rows (kernels, memops, syncs), which Kineto does not give: the pid of the API
-call with the same correlation id, as the store's rule has it (`Store._finish_source`: the one pid
+call with the same correlation id, as the store's rule has it (`store.convert.finish_source`: the one pid
 of the source's API calls with that correlation, none where they name several).  The reader fills
 it while it reads, from the calls seen so far, so that the store need not UPDATE those rows
 afterwards (an UPDATE rewrites the row groups it touches at COMMIT: ~5 % of a conversion); the store then
-checks every filled pid against all the source's calls and takes back the few that another call
+checks every GPU row's pid of a format whose GPU rows have none of their own
+(`schema.pid_from_launch`) against all the source's calls and takes back the few that another call
 contradicts, and fills the rows left without one (their call came later, or was forgotten: the
 map keeps the last `LIMIT` correlation ids, so its memory does not grow with the trace: a
 kernel comes next to its launch in torch.profiler's files)."""
@@ -22,7 +23,6 @@ _SEVERAL = object()  # calls with this correlation name several pids
 class LaunchPids:
     def __init__(self):
         self._pid: dict = {}
-        self.filled = 0  # GPU rows given a pid here
 
     def calls(self, batch: pa.RecordBatch) -> None:
         """Remember the pids of a batch of api_calls rows, by correlation id."""
@@ -61,8 +61,6 @@ class LaunchPids:
         else:
             new = [p if p is not None or c is None else (None if (q := m.get(c)) is _SEVERAL else q)
                    for p, c in zip(pid.to_pylist(), corr.to_pylist())]
-        got = pa.array(new, pid.type)
-        self.filled += pid.null_count - got.null_count
         i = batch.schema.get_field_index("pid")
-        return batch.set_column(i, batch.schema.field(i), got)
+        return batch.set_column(i, batch.schema.field(i), pa.array(new, pid.type))
 
