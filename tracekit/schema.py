@@ -16,72 +16,14 @@ Conventions shared by every table:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import pyarrow as pa
+from .schema_types import BOOL, F64, I32, I64, JSON, STR, C, Column, Table
 
 SCHEMA_VERSION = 3
 
-I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
-JSON = pa.string()  # JSON text; DuckDB columns are declared JSON
 # How the store compresses its JSON columns (DuckDB's USING COMPRESSION; None: DuckDB chooses,
 # which is its dictionary + FSST method).  Long, unique JSON texts (Kineto's args: about a third
 # of a trace's text) compress better and faster with zstd (docs/scaling.md, "Knobs").
 JSON_COMPRESSION = "zstd"
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: pa.DataType
-    doc: str
-    kineto: str = ""
-    nsys: str = ""
-    ncu: str = ""
-    json: bool = False  # stored as DuckDB JSON
-
-    @property
-    def sql_type(self) -> str:
-        if self.json:
-            return "JSON"
-        return {
-            pa.int32(): "INTEGER",
-            pa.int64(): "BIGINT",
-            pa.float64(): "DOUBLE",
-            pa.string(): "VARCHAR",
-            pa.bool_(): "BOOLEAN",
-        }[self.type]
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    doc: str
-    columns: tuple[Column, ...]
-    kineto: str = ""
-    nsys: str = ""
-    ncu: str = ""
-    arrow: pa.Schema = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self, "arrow", pa.schema([pa.field(c.name, c.type) for c in self.columns])
-        )
-
-    @property
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
-
-    def ddl(self, qualified_name: str | None = None) -> str:
-        cols = ",\n  ".join(f'"{c.name}" {c.sql_type}' + (f" USING COMPRESSION {JSON_COMPRESSION}"
-                                                            if c.json and JSON_COMPRESSION else "")
-                            for c in self.columns)
-        return f"CREATE TABLE IF NOT EXISTS {qualified_name or self.name} (\n  {cols}\n)"
-
-
-def C(name, type_, doc, kineto="", nsys="", ncu="", json=False) -> Column:
-    return Column(name, type_, doc, kineto, nsys, ncu, json)
-
 
 SOURCE_ID = C("source_id", I32, "The converted input this row came from (`sources.source_id`).",
               "assigned by the store", "assigned by the store", "assigned by the store")
@@ -548,28 +490,7 @@ def pid_from_launch(fmt: str) -> bool:
 
 
 def to_markdown() -> str:
-    """The schema documentation (docs/schema.md is this text)."""
-    out = [
-        "# tracekit unified schema",
-        "",
-        "Generated from `tracekit/schema.py` by `tracekit schema --markdown`; do not edit by hand.",
-        "",
-        __doc__.split("\n", 2)[2].strip(),
-        "",
-        f"Schema version: {SCHEMA_VERSION}.",
-        "",
-    ]
-    for t in TABLES:
-        out += [f"## `{t.name}`", "", t.doc, ""]
-        has = {f: any(getattr(c, f) for c in t.columns) for f in ("kineto", "nsys", "ncu")}
-        hdr = ["column", "type", "meaning"] + [
-            {"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems SQLite", "ncu": "Nsight Compute"}[f]
-            for f in ("kineto", "nsys", "ncu") if has[f]]
-        out.append("| " + " | ".join(hdr) + " |")
-        out.append("|" + "---|" * len(hdr))
-        for c in t.columns:
-            row = [f"`{c.name}`", c.sql_type, c.doc] + [
-                getattr(c, f) or "—" for f in ("kineto", "nsys", "ncu") if has[f]]
-            out.append("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
-        out.append("")
-    return "\n".join(out)
+    """The schema documentation (docs/schema.md is this text; `schema_doc.markdown`)."""
+    from .schema_doc import markdown
+
+    return markdown()
