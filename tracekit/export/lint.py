@@ -19,66 +19,21 @@ from __future__ import annotations
 
 import gzip
 import math
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
 from pathlib import Path
 
 import orjson
 
-from . import protowire as pw
+from .lint_proto import lint_proto
+from .lint_report import MAX_DEPTH, LintReport, id_ok, read_trace
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TS_US = 1e12
-MAX_DEPTH = 512
 SIZE_WARN = 300_000_000
 KNOWN_PHASES = set("XBEiIRCMstfbenP") | {"T"}
 THREAD_PHASES = set("XBEiIRstf")
 META_NAMES = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
 MAX_MESSAGES = 20
-
-
-@dataclass
-class LintReport:
-    path: str
-    format: str
-    errors: Counter = field(default_factory=Counter)  # rule -> count
-    warnings: Counter = field(default_factory=Counter)
-    examples: dict = field(default_factory=dict)  # rule -> first example text
-    counts: dict = field(default_factory=dict)
-    process_names: dict = field(default_factory=dict)
-    thread_names: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def error(self, rule: str, example: str = "") -> None:
-        self.errors[rule] += 1
-        if example and rule not in self.examples:
-            self.examples[rule] = example[:300]
-
-    def warn(self, rule: str, example: str = "") -> None:
-        self.warnings[rule] += 1
-        if example and rule not in self.examples:
-            self.examples[rule] = example[:300]
-
-    def lines(self) -> list[str]:
-        out = [f"{self.path} ({self.format}): "
-               + ", ".join(f"{k} {v:,}" for k, v in self.counts.items())]
-        for kind, c in (("error", self.errors), ("warning", self.warnings)):
-            for rule, n in c.most_common():
-                ex = self.examples.get(rule)
-                out.append(f"  {kind}: {rule} ({n:,})" + (f": {ex}" if ex else ""))
-        out.append("  OK: Perfetto should import it without errors" if self.ok
-                   else f"  FAILED: {sum(self.errors.values()):,} errors")
-        return out
-
-
-def _read(path: Path) -> bytes:
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    return data
 
 
 def _short(ev) -> str:
@@ -109,14 +64,10 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _id_ok(pidtid) -> bool:
-    return isinstance(pidtid, int) and not isinstance(pidtid, bool) and 1 <= pidtid < 2**31
-
-
 def lint_json(path: str | Path) -> LintReport:
     path = Path(path)
     rep = LintReport(str(path), "json")
-    raw = _read(path)
+    raw = read_trace(path)
     if len(raw) > SIZE_WARN:
         rep.warn(f"{len(raw) / 1e6:.0f} MB of JSON: the Perfetto UI may run out of memory; "
                  "export a .pftrace or a smaller window")
@@ -177,10 +128,10 @@ def lint_json(path: str | Path) -> LintReport:
             if name not in META_NAMES:
                 rep.warn(f"metadata event '{name}' is ignored by Perfetto", _short(ev))
                 continue
-            if not _id_ok(pid):
+            if not id_ok(pid):
                 rep.error("metadata pid is not an int in [1, 2^31)", _short(ev))
                 continue
-            if name.startswith("thread") and not _id_ok(tid):
+            if name.startswith("thread") and not id_ok(tid):
                 rep.error("metadata tid is not an int in [1, 2^31)", _short(ev))
                 continue
             a = args if isinstance(args, dict) else {}
@@ -214,7 +165,7 @@ def lint_json(path: str | Path) -> LintReport:
                      _short(ev))
         ts_ns = round(ts * 1000)
         if ph in THREAD_PHASES or ph == "C":
-            if not _id_ok(pid):
+            if not id_ok(pid):
                 rep.error("pid is not an int in [1, 2^31) (strings and out-of-range values are "
                           "remapped by Perfetto)", _short(ev))
                 continue
@@ -222,7 +173,7 @@ def lint_json(path: str | Path) -> LintReport:
             if tid is None or tid == 0:
                 rep.error("tid missing or 0: merged with the process's main thread", _short(ev))
                 continue
-            if not _id_ok(tid):
+            if not id_ok(tid):
                 rep.error("tid is not an int in [1, 2^31)", _short(ev))
                 continue
         if ph == "X":
@@ -383,165 +334,10 @@ def lint_json(path: str | Path) -> LintReport:
 # ------------------------------------------------------------------------------------------------
 # protobuf
 # ------------------------------------------------------------------------------------------------
-def lint_proto(path: str | Path) -> LintReport:
-    """Decode a TrackEvent trace with protowire and apply the same checks."""
-    path = Path(path)
-    rep = LintReport(str(path), "proto")
-    data = _read(path)
-    tracks: dict = {}  # uuid -> ("thread"|"process"|"counter", pid, tid, name)
-    names: dict = {}
-    events: list = []  # (ts, order, uuid, type, name, flow_out[], flow_in[])
-    seq_cleared = False
-    order = 0
-    try:
-        for fn, wt, pkt in pw.fields(data):
-            if fn != 1 or wt != 2:
-                rep.error("top-level field other than Trace.packet")
-                continue
-            ts = None
-            te = td = interned = None
-            flags = 0
-            for f, _, v in pw.fields(pkt):
-                if f == 8:
-                    ts = v
-                elif f == 11:
-                    te = v
-                elif f == 60:
-                    td = v
-                elif f == 12:
-                    interned = v
-                elif f == 13:
-                    flags = v
-            if flags & 1:
-                seq_cleared = True
-            if interned is not None:
-                for f, _, v in pw.fields(interned):
-                    if f == 2:  # event_names
-                        iid = nm = None
-                        for g, _, x in pw.fields(v):
-                            if g == 1:
-                                iid = x
-                            elif g == 2:
-                                nm = bytes(x).decode()
-                        names[iid] = nm
-            if td is not None:
-                uuid, kind, pid, tid, name = None, "track", None, None, None
-                for f, _, v in pw.fields(td):
-                    if f == 1:
-                        uuid = v
-                    elif f == 2:
-                        name = bytes(v).decode()
-                    elif f in (3, 4):
-                        kind = "process" if f == 3 else "thread"
-                        for g, _, x in pw.fields(v):
-                            if g == 1:
-                                pid = x
-                            elif g == 2:
-                                tid = x
-                            elif g in (5, 6):
-                                name = bytes(x).decode()
-                    elif f == 8:
-                        kind = "counter"
-                if uuid in tracks:
-                    rep.error("track uuid described twice", str(uuid))
-                tracks[uuid] = (kind, pid, tid, name)
-                if kind == "process":
-                    if not _id_ok(pid):
-                        rep.error("process pid outside [1, 2^31)", str(pid))
-                    rep.process_names[pid] = name
-                elif kind == "thread":
-                    if not (_id_ok(pid) and _id_ok(tid)):
-                        rep.error("thread pid/tid outside [1, 2^31)", f"{pid}/{tid}")
-                    rep.thread_names[(pid, tid)] = name
-            if te is not None:
-                if ts is None:
-                    rep.error("track event without a timestamp")
-                    continue
-                typ, uuid, name_iid, fo, fi = 0, None, None, [], []
-                for f, _, v in pw.fields(te):
-                    if f == 9:
-                        typ = v
-                    elif f == 11:
-                        uuid = v
-                    elif f == 10:
-                        name_iid = v
-                    elif f == 47:
-                        fo.append(v)
-                    elif f == 48:
-                        fi.append(v)
-                if name_iid is not None and not seq_cleared:
-                    rep.error("interned name before SEQ_INCREMENTAL_STATE_CLEARED")
-                events.append((ts, order, uuid, typ, name_iid, fo, fi))
-                order += 1
-    except (ValueError, IndexError) as e:
-        rep.error(f"malformed protobuf ({e})")
-        return rep
-    n_slices = n_counters = 0
-    per_track: dict = defaultdict(list)
-    for ev in events:
-        ts, o, uuid, typ, name_iid, fo, fi = ev
-        if uuid not in tracks:
-            rep.error("event on an undescribed track", str(uuid))
-            continue
-        if typ == 4:
-            if tracks[uuid][0] != "counter":
-                rep.error("counter event on a non-counter track", str(uuid))
-            n_counters += 1
-            continue
-        if typ in (1, 3) and name_iid is not None and name_iid not in names:
-            rep.error("name_iid without an interned name", str(name_iid))
-        per_track[uuid].append(ev)
-    flow_out: dict = {}
-    flow_in: dict = defaultdict(list)
-    for uuid, evs in per_track.items():
-        evs.sort(key=lambda x: (x[0], x[1]))
-        depth = 0
-        for ts, _o, _, typ, _, fo, fi in evs:
-            if typ == 1:
-                depth += 1
-                n_slices += 1
-                if depth > MAX_DEPTH:
-                    rep.error("nesting deeper than 512")
-            elif typ == 2:
-                if depth == 0:
-                    rep.error("SLICE_END without a SLICE_BEGIN on its track", str(uuid))
-                else:
-                    depth -= 1
-            elif typ == 3:
-                n_slices += 1
-            else:
-                rep.error(f"track event of type {typ}", str(uuid))
-            for f in fo:
-                if f in flow_out:
-                    rep.error("flow id started twice", str(f))
-                flow_out[f] = ts
-            for f in fi:
-                flow_in[f].append(ts)
-        if depth:
-            rep.error("SLICE_BEGIN without SLICE_END (open slice)", str(uuid))
-    n_flows = 0
-    for f, ins in flow_in.items():
-        if f not in flow_out:
-            rep.error("terminating flow id without a start", str(f))
-        elif len(ins) > 1:
-            rep.error("flow id terminated twice", str(f))
-        elif ins[0] < flow_out[f]:
-            rep.error("flow ends before it starts", str(f))
-        else:
-            n_flows += 1
-    for f in flow_out:
-        if f not in flow_in:
-            rep.warn("flow id started and never terminated", str(f))
-    rep.counts = {"packets": order, "slices": n_slices, "flows": n_flows, "counter_samples": n_counters,
-                  "counter_tracks": sum(1 for t in tracks.values() if t[0] == "counter"),
-                  "processes": len(rep.process_names), "threads": len(rep.thread_names)}
-    return rep
-
-
 def lint(path: str | Path) -> LintReport:
     """Lint a .json/.json.gz or .pftrace file (chosen by content)."""
     p = Path(path)
-    head = _read(p)[:64].lstrip() if p.stat().st_size < 64 else None
+    head = read_trace(p)[:64].lstrip() if p.stat().st_size < 64 else None
     if head is None:
         with open(p, "rb") as f:
             first = f.read(2)
