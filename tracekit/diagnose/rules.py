@@ -41,11 +41,11 @@ class Rules:
             phase=kw.pop("phase", scope.phase if scope else None),
             summary=summary, remedy=REMEDIES[remedy_key or code], **kw)
 
-    def evidence(self, view: str, file: str, name: str, **values) -> Evidence:
+    def evidence(self, view: str, file: str, name: str, /, **values) -> Evidence:
         """Statement ``name`` of sql/diagnose/<file>.sql, run, as the evidence of view ``view``."""
         return self.q.evidence(view, statement(file, name, **values))
 
-    def rows(self, file: str, name: str, **values) -> list[dict]:
+    def rows(self, file: str, name: str, /, **values) -> list[dict]:
         return self.q.dicts(statement(file, name, **values))
 
     def phase_verdicts(self, s: Scope, test) -> dict[str, dict] | None:

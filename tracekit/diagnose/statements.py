@@ -21,7 +21,7 @@ class Sql(str):
     """A SQL fragment given to a statement as written (a condition), not as a literal."""
 
 
-def statement(file: str, name: str, **values) -> str:
+def statement(file: str, name: str, /, **values) -> str:
     """Statement ``name`` of ``sql/diagnose/<file>.sql`` with its parameters' values filled in."""
     path = views.sql_dir() / "diagnose" / f"{file}.sql"
     text = views.statements(path)[name]
