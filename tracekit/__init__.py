@@ -75,15 +75,16 @@ def open(path="tracekit.duckdb", read_only=True, sandbox=None):  # noqa: A001
     ``path`` may also be the folder of a Parquet export (``convert --parquet DIR``, flat or
     ``--partitioned``): the same views over its files (``tracekit.store.open_parquet``).
     """
-    from . import store
+    from .api import open_store
 
-    return store.open(path, read_only=read_only, sandbox=sandbox)
+    return open_store(path, read_only=read_only, sandbox=sandbox)
 
 
 def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=False, allow_duplicate=False,
             memory_budget=None):
-    """Convert trace files into a store; returns the per-source summaries.  A bad input raises
-    (TraceError) and leaves the store as it was.  ``jobs``: convert up to that many inputs at once,
+    """Convert trace files into a store (`tracekit.api.convert`, as ``tracekit convert`` does);
+    returns the per-source summaries.  A bad input raises (TraceError) and leaves the store as it
+    was; so does a store that cannot be written (StoreError, one line).  ``jobs``: convert up to that many inputs at once,
     each in a worker process (None: one per CPU); the store is the same as with ``jobs=1``
     (tracekit/parallel.py).  ``own_process``: the caller owns this process, so the conversion may
     pause the garbage collector and switch pyarrow's memory pool while it runs (~10 % faster;
@@ -92,8 +93,7 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
     unless ``allow_duplicate`` (tracekit/fingerprint.py).  ``memory_budget``: the peak memory of
     the conversion per process, e.g. ``"400MB"`` (None: $TRACEKIT_MEMORY_BUDGET, else 400 MB;
     tracekit/budget.py); a bad value raises BudgetError (a ValueError) before any work."""
-    from . import budget, store
-    from .fingerprint import check_inputs, record
+    from .api import convert as convert_inputs
     from .native import missing_notice
 
     note = missing_notice()
@@ -101,26 +101,10 @@ def convert(paths, db="tracekit.duckdb", replace=False, jobs=1, own_process=Fals
         import warnings
 
         warnings.warn(note.removeprefix("tracekit: note: "), RuntimeWarning, stacklevel=2)
-    from .parallel import convert_inputs
-
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
-    was = store.OWN_PROCESS
-    store.OWN_PROCESS = was or own_process
-    try:
-        with budget.using(memory_budget), store.writing(db, replace=replace) as st:
-            budget.current()  # a bad $TRACEKIT_MEMORY_BUDGET raises here, before any work
-            fps = check_inputs(st, paths, allow_duplicate, replace_flag="replace=True",
-                               allow_flag="allow_duplicate=True")
-            out = []
-            for o, fp in zip(convert_inputs(st, paths, jobs=jobs), fps):  # jobs=1: one after the other, here
-                if o.error is not None:
-                    raise o.error
-                record(st, o.summary.source_id, fp)
-                out.append(o.summary)
-            return out
-    finally:
-        store.OWN_PROCESS = was
+    return convert_inputs(paths, db, replace=replace, jobs=jobs, own_process=own_process,
+                          allow_duplicate=allow_duplicate, memory_budget=memory_budget).summaries
 
 
 def profile(db="tracekit.duckdb", **kwargs):
