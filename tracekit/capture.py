@@ -25,7 +25,7 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from .store import DEFAULT_DB, SourceSummary, writing
+from .store import DEFAULT_DB, SourceSummary
 
 
 def _torch():
@@ -73,15 +73,13 @@ class Capture:
         self.prof.step()
 
     def diagnose(self, **kwargs):
-        """Run ``tracekit diagnose`` on the new source; ``str()`` of the result is the text report."""
-        from . import diagnose as dg
-        from .store import Store
+        """Run ``tracekit diagnose`` on the new source (keywords: those of `api_report.diagnose`);
+        ``str()`` of the result is the text report."""
+        from .api_report import diagnose
 
         if self.summary is None:
             raise RuntimeError("diagnose() is available after the profile block has ended")
-        with Store(self.db, read_only=True) as st:
-            d = dg.diagnose(st, source_id=self.summary.source_id, **kwargs)
-        return _Text(d, dg.to_text(d))
+        return _Text(*diagnose(self.db, source_id=self.summary.source_id, **kwargs))
 
 
 class _Text:
@@ -129,11 +127,10 @@ def profile(db: str | os.PathLike = DEFAULT_DB, *, trace: str | os.PathLike | No
             torch.cuda.synchronize()
     _export(cap.prof, cap.trace)
     cap.prof = None
-    from .fingerprint import fingerprint, record
+    from .api import convert
 
-    with writing(db, replace=replace) as st:
-        cap.summary = st.convert(cap.trace, rank=rank)
-        record(st, cap.summary.source_id, fingerprint(cap.trace))  # a later convert of it is refused
+    # (its fingerprint is recorded: a later convert of the trace is refused)
+    [cap.summary] = convert([cap.trace], db, replace=replace, rank=rank, allow_duplicate=True).summaries
 
 
 def _export(prof, path: Path) -> None:

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
-import duckdb
 
-from .names import printable, shown
-from .outputs import OutputError, atomic_output, refuse_store
-from .store import DEFAULT_DB, Store, StoreError, os_error_line
-
-
-def _fail(msg: str) -> None:
-    # names in it with their control characters escaped (a DuckDB error's hint lines kept)
-    click.echo(f"tracekit: error: {shown(msg, keep_newlines=True)}", err=True)
-    sys.exit(2)
-
-
-@contextmanager
-def _one_line_errors(D):
-    """A diagnose error (module D) or a failed query ends the command with a one-line message."""
-    try:
-        yield
-    except D.DiagnoseError as e:
-        _fail(str(e))
-    except duckdb.Error as e:
-        if os.environ.get("TRACEKIT_DEBUG"):
-            raise
-        _fail(f"query failed: {str(e).splitlines()[0]}")
+from .cli_common import fail, one_line_errors
+from .names import printable
+from .outputs import atomic_output, refuse_store
+from .store import DEFAULT_DB, os_error_line
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -46,15 +25,7 @@ def _write(text: str, output: Path | None) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
     except OSError as e:
-        _fail(os_error_line(e, output or "standard output"))
-
-
-def _refuse_store(output, *dbs) -> None:
-    try:
-        for db in dbs:
-            refuse_store(output, db)
-    except OutputError as e:
-        _fail(str(e))
+        fail(os_error_line(e, output or "standard output"))
 
 
 def _thresholds_epilog() -> str:
@@ -67,13 +38,6 @@ def _thresholds_epilog() -> str:
     lines += ["", "\b", "Finding codes: low_utilization, launch_bound, host_bound, sync_stall, transfer_bound, "
               "hot_kernel, memory_bound, compute_bound, latency_bound, low_overlap, rank_imbalance, no_gpu_data."]
     return "\n".join(lines)
-
-
-def _open(db) -> Store:
-    try:
-        return Store(db, read_only=True)
-    except StoreError as e:
-        _fail(str(e))
 
 
 @click.command("diagnose", epilog=_thresholds_epilog(),
@@ -112,40 +76,15 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
       tracekit diagnose --format html -o report.html # the report with plots
       tracekit diagnose --threshold launch_wait_pct=40 --fail-on high
     """
-    from . import diagnose as D
+    from .api_report import diagnose, parse_thresholds
 
-    _refuse_store(output, db)
-    try:
-        th = D.parse_thresholds(thresholds)
-    except D.DiagnoseError as e:
-        _fail(str(e))
-    if fmt == "html":
-        from .report import ReportError, check_available
-        if not output:
-            _fail("--format html needs -o FILE")
-        try:
-            check_available()
-        except ReportError as e:
-            _fail(str(e))
-    store = _open(db)
-    with store, _one_line_errors(D):
-        for name, value in (("peak_tflops", peak_tflops), ("peak_tbps", peak_tbps)):
-            if value is not None:
-                store.con.execute(f"SET VARIABLE {name} = ?", [value])
-        d = D.diagnose(store, source_id=source_id, phase=phase, thresholds=th,
-                       evidence_rows=max(20, evidence_rows))
-        if fmt == "json":
-            import orjson
-
-            text = orjson.dumps(d.to_dict(), option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
-        elif fmt == "markdown":
-            text = D.to_markdown(d, evidence_rows)
-        elif fmt == "html":
-            from .report import render_html
-
-            text = render_html(store, d)
-        else:
-            text = D.to_text(d, evidence_rows)
+    with one_line_errors():
+        refuse_store(output, db)
+        th = parse_thresholds(thresholds)
+        if fmt == "html" and not output:
+            fail("--format html needs -o FILE")
+        d, text = diagnose(db, source_id=source_id, phase=phase, thresholds=th, fmt=fmt, evidence_rows=evidence_rows,
+                           peak_tflops=peak_tflops, peak_tbps=peak_tbps)
     _write(text, output)
     if fail_on:
         rank = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -184,36 +123,11 @@ def diff_cmd(base_db, new_db, base_source, new_source, base_phase, new_phase, fm
       tracekit diff run.duckdb --base-source 0 --new-source 1
       tracekit diff graphs.duckdb --base-phase eager_step --new-phase graph_step
     """
-    from . import diagnose as D
-    from . import diff as F
+    from .api_report import diff
 
-    _refuse_store(output, base_db, new_db)
-    try:
-        th = D.parse_thresholds(thresholds)
-    except D.DiagnoseError as e:
-        _fail(str(e))
-    same = new_db is None or os.path.abspath(new_db) == os.path.abspath(base_db)
-    bs = _open(base_db)
-    ns = bs if same else _open(new_db)
-    try:
-        with _one_line_errors(D):
-            b_sid = F.resolve_source(bs, base_source, "base")
-            n_sid = F.resolve_source(ns, new_source if new_source is not None
-                                     else (base_source if same else None), "new")
-            if same and b_sid == n_sid and base_phase == new_phase:
-                _fail("both sides are the same source; give --new-source, --base-phase/--new-phase "
-                      "or a second store")
-            r = F.diff(F.Side(bs, b_sid, base_phase, "base"), F.Side(ns, n_sid, new_phase, "new"), th)
-    finally:
-        bs.close()
-        if not same:
-            ns.close()
-    if fmt == "json":
-        import orjson
-
-        text = orjson.dumps(r, option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
-    elif fmt == "markdown":
-        text = F.to_markdown(r, max_rows)
-    else:
-        text = F.to_text(r, max_rows)
+    with one_line_errors():
+        for db in (base_db, new_db):
+            refuse_store(output, db)
+        _, text = diff(base_db, new_db, base_source=base_source, new_source=new_source, base_phase=base_phase,
+                       new_phase=new_phase, thresholds=thresholds, fmt=fmt, max_rows=max_rows)
     _write(text, output)

@@ -8,19 +8,14 @@ from pathlib import Path
 
 import click
 
-from ..names import shown
-from ..outputs import OutputError, refuse_store
-from ..store import DEFAULT_DB, Store, StoreError
+from ..api import open_store
+from ..cli_common import fail, one_line_errors
+from ..outputs import refuse_store
+from ..store import DEFAULT_DB
 from .perfetto import ExportError, ExportOptions, export_perfetto, output_format
 
 _UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\+?)(\d+(?:\.\d*)?)\s*(ns|us|µs|ms|s)?\s*$")
-
-
-def _fail(msg: str) -> None:
-    # names in it with their control characters escaped (a DuckDB error's hint lines kept)
-    click.echo(f"tracekit: error: {shown(msg, keep_newlines=True)}", err=True)
-    sys.exit(2)
 
 
 def parse_time(text: str, option: str) -> tuple[int, bool]:
@@ -94,10 +89,8 @@ def perfetto_cmd(db, output, sources, start, end, devices, align, fmt, no_counte
       tracekit export perfetto -o trace.json.gz
       tracekit export perfetto -o rank0.pftrace --source 0 --start +1s --end +1.2s
     """
-    try:
+    with one_line_errors():
         refuse_store(output, db)
-    except OutputError as e:
-        _fail(str(e))
     try:
         output_format(output, fmt)
         opts = ExportOptions(sources=tuple(sources), devices=tuple(devices), align=parse_align(align),
@@ -110,18 +103,16 @@ def perfetto_cmd(db, output, sources, start, end, devices, align, fmt, no_counte
                 rel[name] = is_rel
         opts.relative = rel
     except click.BadParameter as e:
-        _fail(e.format_message())
+        fail(e.format_message())
     except ExportError as e:
-        _fail(str(e))
-    try:
-        store = Store(db, read_only=True)
-    except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
+    with one_line_errors():
+        store = open_store(db)
     with store:
         try:
             result = export_perfetto(store, output, opts)
         except ExportError as e:
-            _fail(str(e))
+            fail(str(e))
     for w in result.warnings:
         click.echo(f"tracekit: warning: {w}", err=True)
     if not quiet:
@@ -140,7 +131,7 @@ def lint_cmd(files, engine):
     failed = False
     for f in files:
         if not f.exists():
-            _fail(f"{f}: no such file")
+            fail(f"{f}: no such file")
         rep = lint(f)
         for line in rep.lines():
             click.echo(line)
@@ -151,7 +142,7 @@ def lint_cmd(files, engine):
             try:
                 res = check_trace(f)
             except EngineUnavailable as e:
-                _fail(f"Perfetto engine unavailable: {e}")
+                fail(f"Perfetto engine unavailable: {e}")
             except TraceLoadError as e:
                 click.echo(f"  engine: FAILED to load: {e}")
                 failed = True
