@@ -6,7 +6,6 @@ The SQL command's statements and result writers are in tracekit/api_sql.py."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,9 +304,9 @@ def view_lines() -> list[str]:
 def library_lines() -> list[str]:
     """The SQL library: per file ``lib/NAME: description``, then its macros, indented."""
     out = []
-    for path, text in views.library():
-        out.append(f"lib/{path.stem}: {text.splitlines()[0].split(':', 1)[1].strip()}")
-        out += [f"  {m}" for m in re.findall(r"CREATE OR REPLACE TEMP MACRO (\w+)\(", text)]
+    for stem, (_path, text, macros, _includes) in views.lib_modules().items():
+        out.append(f"lib/{stem}: {text.splitlines()[0].split(':', 1)[1].strip()}")
+        out += [f"  {m}" for m in macros]
     return out
 
 
