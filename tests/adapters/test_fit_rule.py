@@ -1,4 +1,4 @@
-"""The one rule for a value its column cannot hold (adapters/base.py): NULL (text: its text), the
+"""The one rule for a value its column cannot hold (adapters/fit.py): NULL (text: its text), the
 raw value kept in args as `_raw_<name>`, counted as a repair (sources.metadata.tracekit_repairs and
 the convert summary); a value its row cannot do without (REQUIRED: the time, ncu's result id):
 the row skipped with a reason.  `fit` cases are synthetic edge cases; the nsys / ncu cases are
@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from conftest import FIXTURES, need
-from tracekit.adapters.base import REQUIRED, Accounting, Adapter, TableBuilder, fit, fits, with_raw_args
+from tracekit.adapters.base import Accounting, Adapter, TableBuilder
+from tracekit.adapters.fit import REQUIRED, fit, fits, with_raw_args
 from tracekit.adapters.detect import adapter_for
 from tracekit.store import writing
 

@@ -342,7 +342,7 @@ def _with_long_name(dst: Path, name: str, args_value: str | None = None) -> None
 def test_long_text_is_cut_at_one_mib_counted(tmp_path):
     """Issue 49 item 14 (the rule; the 100 MB case is the slow test below): a name and an args
     value of 3 MiB, the cut falling inside a 3-byte character.  Synthetic edge case."""
-    from tracekit.adapters.base import TEXT_LIMIT, text_cut_reason
+    from tracekit.adapters.fit import TEXT_LIMIT, text_cut_reason
 
     assert TEXT_LIMIT == 1 << 20
     name = "a" * (TEXT_LIMIT - 1) + "\u20ac" * (2 << 20)  # the euro sign: 3 bytes; cut after 'a's
@@ -369,7 +369,7 @@ def test_long_kernel_name_in_an_nsys_export_is_cut(tmp_path):
     import shutil
     import sqlite3
 
-    from tracekit.adapters.base import TEXT_LIMIT, text_cut_reason
+    from tracekit.adapters.fit import TEXT_LIMIT, text_cut_reason
 
     src = tmp_path / "long.sqlite"
     shutil.copy(FIXTURES / "nsys" / "matmul.sqlite", src)
@@ -396,7 +396,7 @@ def test_hundred_mb_event_name_converts_in_a_normal_memory_budget(tmp_path):
     """Issue 49 item 14 as reported: an event name of 100 MB.  Before: 1.7 GB RSS, 35 s, then out
     of memory even with --memory-budget 4GB (DuckDB's blocks are 256 KiB; a 100 MB string must fit
     its memory limit).  Now: cut to 1 MiB, counted; measured 0.59 GB peak RSS, ~3 s of CPU."""
-    from tracekit.adapters.base import text_cut_reason
+    from tracekit.adapters.fit import text_cut_reason
 
     src = tmp_path / "huge.json"
     _with_long_name(src, "x" * (100 << 20))

@@ -13,7 +13,8 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base import RAW_PREFIX, TraceError
+from ..base import TraceError
+from ..fit import RAW_PREFIX
 from .mapping import ARGS, _int
 
 _EMPTY = msgspec.Raw(b"")
@@ -156,7 +157,7 @@ def _us_column(raws: list) -> tuple[pa.Array, list | None]:
 
 def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
     """The args texts with, for the rows in ``extras`` (row -> {field: raw value}), those fields
-    added as ``_raw_<field>`` (adapters/base.py's rule): a raw value no column holds (a pid that
+    added as ``_raw_<field>`` (adapters/fit.py's rule): a raw value no column holds (a pid that
     is not an id, a kernel's pid / tid that differ from its args' device / stream), kept as the
     one-by-one reader keeps them. Not counted as repairs: torch.profiler writes text pids / tids
     ("Spans", "Traces") in its own rows of every trace, which is no damage; the fuzz counts them

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base import fit
+from ..fit import fit
 
 INT64_MAX = 2**63 - 1
 
@@ -218,7 +218,7 @@ def _stream(v) -> int | None:
 
 def _ints(vals: list) -> tuple[pa.Array, list, bool]:
     """Ids with `_int`'s rules: (int64 array, the values as a list, whether every non-null value
-    was kept).  What fits an int64 is adapters/base.py's one rule (`fit`: one C-level conversion
+    was kept).  What fits an int64 is adapters/fit.py's one rule (`fit`: one C-level conversion
     when all fit, the usual case); `_int` reads the others (id text such as "12" or "0x1f")."""
     arr, bad = fit(vals, pa.int64())
     if not bad:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ... import schema
 from ...names import short_kernel_name
-from ..base import Adapter, Builders, TraceError, fits
+from ..base import Adapter, Builders, TraceError
+from ..fit import fits
 from ..detect import NCU_REP_MAGIC, sniff_ncu
 from .csvpages import CsvPages, _open_text
 from .report import ReportReader
@@ -103,7 +104,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         if "l1_sectors_per_request" not in f and r.l1.get(_L1_REQUESTS):
             if _L1_SECTORS in r.l1:
                 f["l1_sectors_per_request"] = r.l1[_L1_SECTORS] / r.l1[_L1_REQUESTS]
-        # a number its column cannot hold (the rule of base.fit) reads as NULL, and its cell's text
+        # a number its column cannot hold (the rule of fit.fit) reads as NULL, and its cell's text
         # is kept as an ncu_metrics row (ncu's args), as the text of a cell that does not parse is
         gx, gy, gz = _dim3(ident.get("Grid Size"))
         if not all(fits(v, _COLUMN["grid_x"]) for v in (gx, gy, gz)):

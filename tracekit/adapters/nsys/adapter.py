@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
-from ..base import RAW_PREFIX, Adapter, Builders, TraceError, cap_text, fit, with_raw_args
+from ..base import Adapter, Builders, TraceError
+from ..fit import RAW_PREFIX, cap_text, fit, with_raw_args
 from ..detect import sniff_nsys as sniff  # noqa: F401 (the format's sniffer, re-exported)
 from .common import (
     CUPTI_OVERHEAD,
@@ -142,7 +143,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
     # -- helpers -----------------------------------------------------------------------------
     def _ints(self, table: str, cols: dict, name: str, n: int, keep: bool = True,
               required: bool = False) -> pa.Array:
-        """Column ``name`` of a chunk of ``table`` as int64, by the one rule (base.fit): a value
+        """Column ``name`` of a chunk of ``table`` as int64, by the one rule (fit.fit): a value
         that is not an integer (a user-edited file) is NULL, its raw value kept in the row's args
         as ``_raw_<name>`` (``keep``: the target table has args) and counted.  ``required`` (a
         row's time): NULL and nothing counted here, the caller skips the row with the reason.
@@ -178,7 +179,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
 
     def _batch(self, table: str, n: int, cols: dict) -> pa.RecordBatch:
         """A record batch of schema table ``table`` from its columns (arrays or lists), each
-        fitted by the one rule (base.fit): a value that does not fit (an id beyond an int32
+        fitted by the one rule (fit.fit): a value that does not fit (an id beyond an int32
         column, a number in a text column) is NULL (text: its text), counted, and kept in args
         as ``_raw_<column>``."""
         fields = schema.table(table).arrow

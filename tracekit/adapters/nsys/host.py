@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...names import api_base_name
-from ..base import fit
+from ..fit import fit
 from .args import _args_sql
 from .common import (
     API_CLASSES,

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import budget
-from ..base import RAW_PREFIX, with_raw_args
+from ..fit import RAW_PREFIX, with_raw_args
 from .args import _args_arrow, _args_sql
 from .common import _is_int64, _q, _text
 
