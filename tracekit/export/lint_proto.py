@@ -10,6 +10,24 @@ from . import protowire as pw
 from .lint_report import MAX_DEPTH, LintReport, id_ok, read_trace
 
 
+#: the fields read, by number: of TracePacket, of TrackEvent
+_PACKET = {8: "ts", 11: "te", 60: "td", 12: "interned", 13: "flags"}
+_EVENT = {9: "type", 11: "uuid", 10: "name_iid", 47: "flow_out", 48: "flow_in"}
+
+
+def _fields(msg: bytes, names: dict, repeated: tuple = ()) -> dict:
+    """The fields of a protobuf message named by ``names`` (number -> name): the last value of
+    each, a list of all for those named in ``repeated``."""
+    out: dict = {n: [] for n in repeated}
+    for f, _, v in pw.fields(msg):
+        n = names.get(f)
+        if n in out and n in repeated:
+            out[n].append(v)
+        elif n is not None:
+            out[n] = v
+    return out
+
+
 def lint_proto(path: str | Path) -> LintReport:
     """Decode a TrackEvent trace with protowire and apply the same checks."""
     path = Path(path)
@@ -25,20 +43,9 @@ def lint_proto(path: str | Path) -> LintReport:
             if fn != 1 or wt != 2:
                 rep.error("top-level field other than Trace.packet")
                 continue
-            ts = None
-            te = td = interned = None
-            flags = 0
-            for f, _, v in pw.fields(pkt):
-                if f == 8:
-                    ts = v
-                elif f == 11:
-                    te = v
-                elif f == 60:
-                    td = v
-                elif f == 12:
-                    interned = v
-                elif f == 13:
-                    flags = v
+            p = _fields(pkt, _PACKET)
+            ts, te, td, interned = p.get("ts"), p.get("te"), p.get("td"), p.get("interned")
+            flags = p.get("flags", 0)
             if flags & 1:
                 seq_cleared = True
             if interned is not None:
@@ -84,18 +91,9 @@ def lint_proto(path: str | Path) -> LintReport:
                 if ts is None:
                     rep.error("track event without a timestamp")
                     continue
-                typ, uuid, name_iid, fo, fi = 0, None, None, [], []
-                for f, _, v in pw.fields(te):
-                    if f == 9:
-                        typ = v
-                    elif f == 11:
-                        uuid = v
-                    elif f == 10:
-                        name_iid = v
-                    elif f == 47:
-                        fo.append(v)
-                    elif f == 48:
-                        fi.append(v)
+                got = _fields(te, _EVENT, repeated=("flow_out", "flow_in"))
+                typ, uuid, name_iid = got.get("type", 0), got.get("uuid"), got.get("name_iid")
+                fo, fi = got["flow_out"], got["flow_in"]
                 if name_iid is not None and not seq_cleared:
                     rep.error("interned name before SEQ_INCREMENTAL_STATE_CLEARED")
                 events.append((ts, order, uuid, typ, name_iid, fo, fi))
