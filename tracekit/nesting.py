@@ -1,7 +1,9 @@
 """events.depth / parent_id: the nesting of the ranges of each track, derived after a source's rows
 are in the store (where the adapter left them NULL), by the compiled module where it is built
 (`nest` in tracekit/_native.c) or by SQL; `_nest_track` is the event-by-event rule both equal
-(tests/sql/test_nesting.py)."""
+(tests/sql/test_nesting.py).  A reader may nest its events itself (`StreamNesting`); what it
+leaves is told by the rows alone (depth NULL): the store holds back those that come after nested
+ones (`LateRows`) and completes the nesting once the rows are in (`nest_source`)."""
 
 from __future__ import annotations
 
