@@ -53,7 +53,7 @@ def _cell(v):
 def fingerprints(views=None, stores=None, base=FIX, kept: dict | None = None) -> dict:
     """Per store, per view: [rows, md5].  With ``kept`` (a dict), each view is queried twice
     through ``Store.rows`` instead, the second answer counts (so the shared views that it reads
-    are by then kept rows: store.py, "shared views, computed once"), and ``kept[store]`` gets the
+    are by then kept rows: tracekit/store/kept.py), and ``kept[store]`` gets the
     views that were kept."""
     import tracekit
     from tracekit import views as V
@@ -75,7 +75,7 @@ def fingerprints(views=None, stores=None, base=FIX, kept: dict | None = None) ->
                 texts = sorted(json.dumps(_cell(list(r)), default=str) for r in rows)
                 got[v.name] = [len(rows), hashlib.md5("\n".join(texts).encode()).hexdigest()]
             if kept is not None:
-                kept[name] = sorted(st._kept)
+                kept[name] = sorted(st.kept.views)
             st.close()
             out[name] = got
     return out

@@ -48,7 +48,7 @@ def fingerprint(path: str | os.PathLike) -> str:
 
 def recorded(st: Store) -> dict[str, dict]:
     """fingerprint -> the source it was recorded for (source_id, path, converted_at)."""
-    rows = st._con.execute(
+    rows = st.raw_con.execute(
         f"""SELECT m.value, s.source_id, s.path, s.converted_at
             FROM tracekit_meta m JOIN sources s
               ON s.source_id = TRY_CAST(substr(m.key, {len(KEY) + 1}) AS INTEGER)
@@ -91,4 +91,4 @@ def check_inputs(st: Store, paths, allow_duplicate: bool = False, replace_flag: 
 def record(st: Store, source_id: int, fp: str | None) -> None:
     """Record the fingerprint of a converted source (in the store's open conversion)."""
     if fp is not None:
-        st._con.execute("INSERT OR REPLACE INTO tracekit_meta VALUES (?, ?)", [f"{KEY}{source_id}", fp])
+        st.raw_con.execute("INSERT OR REPLACE INTO tracekit_meta VALUES (?, ?)", [f"{KEY}{source_id}", fp])

@@ -34,7 +34,9 @@ import orjson
 from . import schema
 from .adapters.base import TraceError
 from . import OWN_ARROW_POOL, budget
-from .store import SourceSummary, Store, _roll_back, writing
+from .names import shown
+from .store import SourceSummary, Store, writing
+from .store.db import roll_back
 
 
 def default_jobs() -> int:
@@ -79,7 +81,7 @@ def _work(inputs: list, part: str, fmt, rank, strict, send=None) -> list:
     with writing(part, replace=True, persist=False) as st:  # views: only in the final store
         threads = os.environ.get("TRACEKIT_WORKER_THREADS")
         if threads:
-            st._con.execute(f"SET threads = {int(threads)}")
+            st.raw_con.execute(f"SET threads = {int(threads)}")
         for i, path in inputs:
             progress = None
             if send is not None:
@@ -127,7 +129,7 @@ def _die_with_parent() -> None:
     """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG, set
     between fork and exec by the parent, `_Worker`, and again here): a killed `convert --jobs N`
     (kill -9) leaves no worker converting on, writing its private store for seconds; the
-    parent's next conversion removes what it left (`store._clean_stale`).  Elsewhere the worker
+    parent's next conversion removes what it left (`store.files.clean_stale`).  Elsewhere the worker
     ends when its input closes, after its chunk."""
     parent = int(os.environ.get("TRACEKIT_WORKER_PARENT") or os.getppid())  # (the parent may be gone already)
     _set_parent_death_kill()
@@ -171,7 +173,7 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
     ``INSERT ... SELECT ... UNION ALL ...`` over the parts, rows in their order, all in one
     transaction (a failure adds nothing).  One statement over several parts lets DuckDB insert
     their row groups in parallel (a statement per part and table would use a thread or two)."""
-    con = store._con
+    con = store.raw_con
     aliases = [f"__tk_part{k}" for k in range(len(parts))]
     attached = []
     prev = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
@@ -193,7 +195,7 @@ def merge_parts(store: Store, parts: Sequence[tuple[str | os.PathLike, int]]) ->
                 con.execute(f'INSERT INTO main."{t.name}" ({cols}) ' + " UNION ALL ".join(selects))
             con.execute("COMMIT")
         except BaseException:
-            _roll_back(con)  # (a failed ROLLBACK must not hide the error)
+            roll_back(con)  # (a failed ROLLBACK must not hide the error)
             raise
     finally:
         con.execute(f"SET memory_limit = '{prev}'")
@@ -431,11 +433,9 @@ def error_line(path, e: Exception) -> str:
     """The one-line message (after ``tracekit: error: ``) for an input that failed."""
     if isinstance(e, TraceError):
         return e.one_line()
-    from .store import _shown
-
     name, msg = (e.type_name, e.message) if isinstance(e, InternalError) else (type(e).__name__, str(e))
     first = (msg.splitlines() or [""])[0]
-    path = _shown(path)
+    path = shown(path)
     # the machine's limits, not a bug: say which, and what to do
     if "No space left on device" in msg:
         return f"{path}: no space left on device while converting ({first}); free some space next to the store"

@@ -163,11 +163,11 @@ def test_views_are_created_in_dependency_order():
     import duckdb
 
     from tracekit import schema, views
-    from tracekit.store import _create_tables
+    from tracekit.store.db import create_tables
 
     for v in views.all_views():
         con = duckdb.connect()
-        _create_tables(con)
+        create_tables(con)
         views.register_library(con)
         names = views.referenced(v.name)
         assert names[-1] == v.name
@@ -202,22 +202,22 @@ def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
     opened.close()  # (a store open for writing needs the file to itself)
     with Store(path, read_only=True) as st:
         plain = sorted(st.rows("select * from phase_idle"), key=str)
-        assert st._kept == {}  # one query: idle_gaps and gpu_launches were planned inside it
+        assert st.kept.views == {}  # one query: idle_gaps and gpu_launches were planned inside it
     with Store(path, read_only=True) as st:
         plain_types = st.con.sql("select * from idle_gaps").types  # (`con` counts no need)
         gaps = sorted(st.con.sql("select * from idle_gaps").fetchall(), key=str)
         assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps
-        assert st._kept == {}  # one query: planned whole
+        assert st.kept.views == {}  # one query: planned whole
         assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps
-        assert set(st._kept) == {"idle_gaps"}  # named directly a second time
+        assert set(st.kept.views) == {"idle_gaps"}  # named directly a second time
         assert sorted(st.rows("select * from idle_gaps"), key=str) == gaps  # from the kept rows
         assert sorted(st.rows("select * from phase_idle"), key=str) == plain
-        assert set(st._kept) == {"idle_gaps"}  # gpu_launches: its first need (idle_gaps reads none)
+        assert set(st.kept.views) == {"idle_gaps"}  # gpu_launches: its first need (idle_gaps reads none)
         assert sorted(st.rows("select * from phase_idle"), key=str) == plain
-        assert {"idle_gaps", "gpu_launches", "phase_idle"} <= set(st._kept)  # their second
+        assert {"idle_gaps", "gpu_launches", "phase_idle"} <= set(st.kept.views)  # their second
         assert "__tk_kept_idle_gaps" in st.one("select sql from duckdb_views() where view_name = 'idle_gaps'")
         assert st.sql("select * from idle_gaps").types == plain_types
-        assert set(st._kept) <= views.kept_views()
+        assert set(st.kept.views) <= views.kept_views()
     with Store(path, read_only=True) as st:  # over KEEP_MAX_BYTES: dropped, and no more kept
         import tracekit.store as S
 
@@ -227,7 +227,7 @@ def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
                 assert sorted(st.rows("select * from phase_idle"), key=str) == plain
         finally:
             S.KEEP_MAX_BYTES = was
-        assert st._kept == {} and not st._keep
+        assert st.kept.views == {} and not st.kept.enabled
     with Store(path, read_only=True) as st:  # more GPU operations than KEEP_MAX_GPU_ROWS: none kept
         import tracekit.store as S
 
@@ -238,11 +238,11 @@ def test_shared_views_are_kept_from_the_second_query_that_reads_them(convert):
             assert st.keep("roofline") == []
         finally:
             S.KEEP_MAX_GPU_ROWS = was
-        assert st._kept == {} and not st._keep and st._small is False
+        assert st.kept.views == {} and not st.kept.enabled and st.kept.small is False
     with Store(path) as st:  # open for writing: tables may change, nothing is kept
         for _ in range(3):
             st.rows("select * from phase_idle")
-        assert st._kept == {}
+        assert st.kept.views == {}
 
 
 def test_a_views_parameters_include_those_of_the_views_it_reads():
@@ -265,19 +265,19 @@ def test_a_changed_parameter_drops_the_kept_rows(convert):
     q = "select cause, count(*) from idle_gaps where scope = 'stream' group by all order by all"
     st.rows("select * from phase_idle")
     st.rows("select * from phase_idle")
-    assert st._kept["idle_gaps"] == {"kernel_wait_ns": None}
+    assert st.kept.views["idle_gaps"] == {"kernel_wait_ns": None}
     default = st.rows(q)
     assert dict(default).get("kernel_wait", 0) > 0
     st.con.execute("SET VARIABLE kernel_wait_ns = 0")
     changed = st.rows(q)
-    assert "idle_gaps" not in st._kept  # dropped, back to its definition
+    assert "idle_gaps" not in st.kept.views  # dropped, back to its definition
     assert dict(changed).get("kernel_wait", 0) == 0 and changed != default
     with tracekit.open(st.path) as fresh:
         fresh.con.execute("SET VARIABLE kernel_wait_ns = 0")
         assert fresh.rows(q) == changed
     st.rows("select * from phase_idle")
     st.rows("select * from phase_idle")
-    assert st._kept["idle_gaps"] == {"kernel_wait_ns": "0"}
+    assert st.kept.views["idle_gaps"] == {"kernel_wait_ns": "0"}
     con = st.con
     con.execute("SET VARIABLE kernel_wait_ns = 30000")
     with pytest.raises(duckdb.Error, match="view idle_gaps were kept with parameters kernel_wait_ns=0"):
@@ -411,7 +411,7 @@ def test_library_modules_declare_their_includes_and_load_on_demand(convert, monk
 
     path = convert(FIXTURES / "kineto" / "decode_b1.json.gz").path
     with Store(path, read_only=True) as st:
-        st._keep = False  # TEMP copies, not the store's own
+        st.kept.enabled = False  # TEMP copies, not the store's own
         st._library = True
         assert st.one("select count(*) from idle_gaps") > 100
         assert st._libs == set(views.lib_needed(views.by_name("idle_gaps").text + views.by_name("gpu_activity").text))

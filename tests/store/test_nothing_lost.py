@@ -150,8 +150,6 @@ def test_full_standard_output_is_named(store):
 
 
 def test_convert_copy_on_a_full_disk_leaves_no_partial_copy(store, monkeypatch):
-    import tracekit.store as S
-
     real = shutil.copyfile
 
     def full(src, dst, **kw):
@@ -159,12 +157,12 @@ def test_convert_copy_on_a_full_disk_leaves_no_partial_copy(store, monkeypatch):
             g.write(f.read(4096))
         raise OSError(errno.ENOSPC, "No space left on device", str(dst))
 
-    monkeypatch.setattr(S.shutil, "copyfile", full)
+    monkeypatch.setattr(shutil, "copyfile", full)
     before = digest(store)
     code, _, err = run("convert", need(NCU), "--db", store, "-q")
     line = one_line(code, err, "No space left on device")
     assert ".tmp-" not in line and str(store) in line
-    monkeypatch.setattr(S.shutil, "copyfile", real)
+    monkeypatch.setattr(shutil, "copyfile", real)
     assert digest(store) == before
     assert [p.name for p in store.parent.iterdir() if ".tmp-" in p.name] == []
 
@@ -287,9 +285,9 @@ def test_nsys_export_lacking_its_kernel_table_says_so(tmp_path, how):
 # -- 8. a failed ROLLBACK does not hide the error --------------------------------------------------
 @pytest.mark.parametrize("error", [duckdb.IOException, duckdb.OutOfMemoryException])
 def test_failed_rollback_keeps_the_real_error(store, monkeypatch, error):
-    import tracekit.store as S
+    import tracekit.store.convert as S  # where the conversion looks it up
 
-    real = S._insert
+    real = S.insert
 
     def fail(con, table, batch):
         # synthetic: DuckDB ends the transaction itself on such an error, so ROLLBACK then fails
@@ -298,7 +296,7 @@ def test_failed_rollback_keeps_the_real_error(store, monkeypatch, error):
         raise error("No space left on device" if error is duckdb.IOException
                     else "Out of Memory Error: could not allocate block of size 256 KiB")
 
-    monkeypatch.setattr(S, "_insert", fail)
+    monkeypatch.setattr(S, "insert", fail)
     before = digest(store)
     code, _, err = run("convert", need(NCU), "--db", store, "-q")
     line = one_line(code, err)

@@ -418,7 +418,8 @@ def test_convert_into_a_readonly_folder(tmp_path, monkeypatch):
     def readonly(path, read_only):
         raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
 
-    monkeypatch.setattr(S, "_connect", readonly)
+    monkeypatch.setattr(S.core, "connect", readonly)
+    monkeypatch.setattr(S.write, "connect", readonly)
     code, out, err = cli("convert", KINETO, "--db", tmp_path / "s.duckdb")
     assert code == 2 and "Read-only file system" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s.duckdb").exists()

@@ -187,8 +187,8 @@ def test_the_check_of_the_copies_is_recorded_until_the_file_changes(tmp_path, mo
     p = tmp_path / "s.duckdb"
     tracekit.convert(DECODE, db=p)
     checks = []
-    real = store._copies_marked
-    monkeypatch.setattr(store, "_copies_marked", lambda *a: checks.append(1) or real(*a))
+    real = store.copies.copies_marked
+    monkeypatch.setattr(store.copies, "copies_marked", lambda *a: checks.append(1) or real(*a))
     with tracekit.open(p) as st:
         assert st._copies_are_current() and checks == []
     con = duckdb.connect(str(p))
@@ -198,9 +198,9 @@ def test_the_check_of_the_copies_is_recorded_until_the_file_changes(tmp_path, mo
         assert not st._copies_are_current() and checks == [1]
         assert st.one("select count(*) from duckdb_functions() where function_name = 'tk_is_comm_kernel' "
                       "and database_name = 'temp'") == 1
-    assert store._file_state(str(p)) is not None
+    assert store.copies.file_state(str(p)) is not None
     (tmp_path / "s.duckdb.wal").write_bytes(b"")  # changes not checkpointed: never taken as checked
-    assert store._file_state(str(p)) is None and not store._verified(str(p), views.digest())
+    assert store.copies.file_state(str(p)) is None and not store.copies.verified(str(p), views.digest())
 
 
 def test_a_persisted_view_whose_macro_is_gone(db, expected, tmp_path):
@@ -260,8 +260,8 @@ def test_stale_views_dropped_and_unchanged_views_not_rewritten(db, tmp_path):
     con.execute("create or replace view hotspots as select 1 as stale")
     con.close()
     with store.writing(p) as st:
-        assert store.persist_views(st._con) is True  # another digest: written again
-        assert store.persist_views(st._con) is False  # same digest, all there: left alone
+        assert store.persist_views(st.raw_con) is True  # another digest: written again
+        assert store.persist_views(st.raw_con) is False  # same digest, all there: left alone
     con = duckdb.connect(str(p), read_only=True)
     try:
         have = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
@@ -413,9 +413,9 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
         wrote.append(real(con))
         return wrote[-1]
 
-    monkeypatch.setattr(store, "persist_views", spy)
+    monkeypatch.setattr(store.write, "persist_views", spy)
     tracekit.convert(DECODE, db=tmp_path / "a.duckdb")  # makes the template: views written there
-    assert [p.name for p in cache.iterdir() if p.is_file()] == [f"store-template-{store._template_key()}.duckdb"]
+    assert [p.name for p in cache.iterdir() if p.is_file()] == [f"store-template-{store.write.template_key()}.duckdb"]
     assert wrote == [True]  # into the template; the store, its copy, has them
     tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
     assert wrote == [True]
@@ -452,12 +452,12 @@ def test_a_damaged_template_is_dropped_not_fatal(tmp_path, monkeypatch, damage):
     cache = tmp_path / "cache"
     monkeypatch.setenv(store.CACHE_ENV, str(cache))
     tracekit.convert(DECODE, db=tmp_path / "a.duckdb")
-    tpl = store._template_path()
+    tpl = store.write.template_path()
     good = tpl.read_bytes()
     tpl.write_bytes({"garbage": b"not a duckdb file", "truncated": good[:5000], "empty": b""}[damage])
     wrote = []
     real = store.persist_views
-    monkeypatch.setattr(store, "persist_views", lambda con: wrote.append(real(con)) or wrote[-1])
+    monkeypatch.setattr(store.write, "persist_views", lambda con: wrote.append(real(con)) or wrote[-1])
     tracekit.convert(DECODE, db=tmp_path / "b.duckdb")
     assert wrote == [True] and not tpl.exists()  # views written into the store; template dropped
     tracekit.convert(DECODE, db=tmp_path / "c.duckdb")

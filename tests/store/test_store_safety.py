@@ -225,15 +225,16 @@ def test_a_library_call_changes_nothing_process_wide(tmp_path, monkeypatch):
 
     import tracekit
     from tracekit import store as store_mod
+    from tracekit.store import convert as store_convert
 
     seen = []
-    real = store_mod.Store._convert
+    real = store_convert.convert_once
 
-    def spy(self, *a, **kw):
+    def spy(*a, **kw):
         seen.append((gc.isenabled(), pa.default_memory_pool().backend_name))
-        return real(self, *a, **kw)
+        return real(*a, **kw)
 
-    monkeypatch.setattr(store_mod.Store, "_convert", spy)
+    monkeypatch.setattr(store_convert, "convert_once", spy)
     before = pa.default_memory_pool().backend_name
     kineto = FIXTURES / "kineto" / "decode_b1.json.gz"
     tracekit.convert([kineto], db=str(tmp_path / "lib.duckdb"))
@@ -322,7 +323,7 @@ def test_row_group_size_of_written_stores_changes_layout_not_rows(tmp_path, monk
 
 def test_every_stored_json_value_is_valid_json(tmp_path):
     """The readers hand their JSON columns (args, metadata, ...) to DuckDB as Arrow's JSON type, so
-    DuckDB stores the text without parsing it (store._json_typed): every value of every real
+    DuckDB stores the text without parsing it (store.db._json_typed): every value of every real
     fixture (Kineto, nsys, ncu) and of the real-world Kineto and nsys traces must then be valid
     JSON as written, which DuckDB's json_valid checks here."""
     from conftest import realworld
