@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         try:
             got = S.to_arrow(spark.sql(f"SELECT * FROM `{name}`")).to_pylist()
         except Exception as e:  # noqa: BLE001
-            print(f"{name:26s} did not run on Spark: {S._first_line(e)[:200]}")
+            print(f"{name:26s} did not run on Spark: {S.first_line(e)[:200]}")
             continue
         dt = time.perf_counter() - t
         why = same_rows(st.con.sql(f"SELECT * FROM {name}").to_arrow_table().to_pylist(), got)

@@ -118,7 +118,7 @@ def _compare_all(spark, db, dataset):
             try:
                 got = S.to_arrow(spark.sql(f"SELECT * FROM `{name}`")).to_pylist()
             except Exception as e:  # noqa: BLE001 - Spark's error, reported per view
-                bad[name] = f"did not run on Spark: {S._first_line(e)[:300]}"
+                bad[name] = f"did not run on Spark: {S.first_line(e)[:300]}"
                 continue
             why = same_rows(expected, got)
             if why:

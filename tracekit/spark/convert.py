@@ -125,8 +125,8 @@ def convert_dataset(inputs, dataset, master: str | None = None, fmt: str | None 
         results = rdd.map(_convert_task).collect()
     except Exception as e:  # noqa: BLE001 - a task that failed outside the converter (e.g. an
         # executor without tracekit): Spark's reason in one line
-        from .session import _first_line
+        from .session import first_line
 
-        raise DatasetError(f"the Spark job failed ({_first_line(e)}); are tracekit and its dependencies "
+        raise DatasetError(f"the Spark job failed ({first_line(e)}); are tracekit and its dependencies "
                            "installed for the executors' Python (spark.pyspark.python)?") from None
     return sorted(results, key=lambda r: r.source_id)

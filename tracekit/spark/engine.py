@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..store import StoreError
-from .session import SparkUnavailable, _first_line
+from .session import SparkUnavailable, first_line
 
 __all__ = ["SparkEngine", "SparkQueryError", "SparkUnavailable"]
 
@@ -58,12 +58,12 @@ class SparkEngine:
         try:
             text = to_spark(sql, self.params)
         except Exception as e:  # noqa: BLE001 - sqlglot's parse / unsupported errors
-            raise SparkQueryError(f"cannot translate to Spark SQL: {_first_line(e)}") from None
+            raise SparkQueryError(f"cannot translate to Spark SQL: {first_line(e)}") from None
         try:
             s.register_views(self.spark, self.params, names=views.referenced(sql))
             return s.to_arrow(self.spark.sql(text))
         except Exception as e:  # noqa: BLE001 - Spark's AnalysisException, ParseException, ...
-            raise SparkQueryError(_first_line(e)) from None
+            raise SparkQueryError(first_line(e)) from None
 
     def close(self) -> None:
         if self._own:

@@ -195,7 +195,7 @@ def register_views(spark, params: dict | None = None, names: list[str] | None = 
         try:
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {text}")
         except Exception as e:  # noqa: BLE001 - Spark's analysis error, as one line
-            raise RuntimeError(f"view {name} on Spark: {_first_line(e)}") from None
+            raise RuntimeError(f"view {name} on Spark: {first_line(e)}") from None
         if materialize and name in read_by_views:
             _materialize(spark, name)
     return wanted
@@ -214,7 +214,7 @@ def _materialize(spark, name: str) -> None:
     df.createOrReplaceTempView(name)
 
 
-def _first_line(e: Exception) -> str:
+def first_line(e: Exception) -> str:
     """Spark's error as one line: the Java exception's message where py4j wraps one."""
     import re
 
