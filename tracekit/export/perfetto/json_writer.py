@@ -19,7 +19,7 @@ _DUMPS = orjson.dumps
 _BIG_DIGITS = re.compile(r"-?\d{19,}")
 
 
-def _has_big_int(text: str) -> bool:
+def has_big_int(text: str) -> bool:
     """True when text has a digit run outside int64 (Perfetto reads such numbers as -1.0)."""
     return any(not INT64_MIN <= int(m) <= INT64_MAX for m in _BIG_DIGITS.findall(text))
 
@@ -28,7 +28,7 @@ _DIGIT_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 _NINETEEN = b"0" * 19
 
 
-def _maybe_big(data: bytes) -> bool:
+def maybe_big(data: bytes) -> bool:
     """True when data may hold an integer outside int64: a run of 19+ digits (found at C speed
     on a copy with every digit turned into '0') whose value is out of range.  Digit runs inside
     strings or fractions only cost the careful per-line path."""
@@ -54,7 +54,7 @@ def _fix_lines(lines: list[str]) -> list[str]:
 
     out = []
     for ln in lines:
-        if _has_big_int(ln):
+        if has_big_int(ln):
             ev = json.loads(ln)
             if "args" in ev:
                 ev["args"] = _fix_ints(ev["args"])
@@ -63,7 +63,7 @@ def _fix_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _fix_big_ints(text: str) -> str:
+def fix_big_ints(text: str) -> str:
     """Args JSON whose integers outside int64 become strings (Perfetto reads them as -1.0)."""
     import json
 
@@ -129,7 +129,7 @@ class JsonWriter:
         if not self.buf:
             return
         data = ",\n".join(self.buf).encode("utf-8", "surrogatepass")
-        if _maybe_big(data):
+        if maybe_big(data):
             data = ",\n".join(_fix_lines(self.buf)).encode("utf-8", "surrogatepass")
         self.buf = []
         if b"\x7f" in data:  # Perfetto's tokenizer rejects raw DEL; it only occurs inside strings

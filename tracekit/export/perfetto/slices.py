@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from .json_writer import _fix_big_ints, _has_big_int, _maybe_big
+from .json_writer import fix_big_ints, has_big_int, maybe_big
 from .tracks import Lanes, Layout
 
 
@@ -122,8 +122,8 @@ class Slices:
             keys = list(zip(*(c[k] for k in key_cols)))
             tss, durs, insts, argss = c["ts"], c["dur"], c["instant"], c["args"]
             outs, outn, ins = c["out_first"], c["out_n"], c["in_link"]
-            if not json_mode and _maybe_big("\n".join(a for a in argss if a).encode()):
-                argss = [_fix_big_ints(a) if a and _has_big_int(a) else a for a in argss]
+            if not json_mode and maybe_big("\n".join(a for a in argss if a).encode()):
+                argss = [fix_big_ints(a) if a and has_big_int(a) else a for a in argss]
             if json_mode:
                 pres, posts = c["pre"], c["post"]
                 buf = w.buf
