@@ -32,7 +32,9 @@ from tracekit.export import engine as tp
 from tracekit.export.lint import lint, lint_json, lint_proto
 from tracekit.store import Store
 
-pytestmark = pytest.mark.slow  # Perfetto's engine (Node.js) loads every export
+# The default run exports small stores and checks them with the lint, the .pftrace decoder and
+# the CLI; the tests that load exports into Perfetto's engine (Node.js) or export many stores are
+# marked slow (CI runs them).
 
 # ../shared/realworld beside the checkout (the brief's spelling of conftest.REALWORLD)
 REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld"
@@ -166,6 +168,7 @@ FIXTURE_SETS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", list(FIXTURE_SETS))
 def test_fixture_export_loads_cleanly(tmp_path, cached_store, name, fmt):
@@ -218,6 +221,7 @@ def _utilization(db, r, window=None) -> dict:
     return want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FIXTURE_SETS))
 def test_pftrace_equals_json_and_the_raw_rows(tmp_path, cached_store, name):
     """Both formats of one store decode to the same slices (ts / dur in ns, name, category, args),
@@ -244,6 +248,7 @@ def test_pftrace_equals_json_and_the_raw_rows(tmp_path, cached_store, name):
     assert sorted(util.values()) == sorted(want.values())
 
 
+@pytest.mark.slow
 def test_windowed_utilization_is_clipped_to_the_window(tmp_path, cached_store):
     """A window cuts a busy period: its utilization counts the busy time inside the window only."""
     db = cached_store(fixture("kineto/decode_b1.json.gz"))
@@ -260,6 +265,7 @@ def test_windowed_utilization_is_clipped_to_the_window(tmp_path, cached_store):
     assert util == want and len(want) > 10
 
 
+@pytest.mark.slow
 def test_two_ranks_are_ordered_top_down(tmp_path):
     db = make_store(tmp_path, fixture("kineto/ddp_rank1.json.gz"), fixture("kineto/ddp_rank0.json.gz"))
     out = tmp_path / "ddp.json"
@@ -285,6 +291,7 @@ def test_two_ranks_are_ordered_top_down(tmp_path):
     assert {"Stream 7", "Stream 17"} <= threads
 
 
+@pytest.mark.slow
 def test_same_trace_twice_gets_distinct_pids(tmp_path):
     src = fixture("kineto/ddp_rank0.json.gz")
     db = make_store(tmp_path, src, src)
@@ -301,6 +308,7 @@ REAL_KINETO = realworld("kineto") if (REALWORLD / "kineto").is_dir() else []
 REAL_NSYS = [p for p in realworld("nsys") if p.suffix == ".sqlite"] if (REALWORLD / "nsys").is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("path", REAL_KINETO or [None], ids=lambda p: p.name.split(".")[0] if p else "absent")
 def test_realworld_kineto_export(tmp_path, cached_store, path, fmt):
@@ -312,6 +320,7 @@ def test_realworld_kineto_export(tmp_path, cached_store, path, fmt):
     assert r.flows == expected_links(db)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("path", REAL_NSYS or [None], ids=lambda p: p.name.split(".")[0] if p else "absent")
 def test_realworld_nsys_export(tmp_path, cached_store, path, fmt):
@@ -323,6 +332,7 @@ def test_realworld_nsys_export(tmp_path, cached_store, path, fmt):
     assert r.flows == expected_links(db)
 
 
+@pytest.mark.slow
 def test_overlapping_gpu_work_is_split_into_lanes(tmp_path, cached_store):
     """tracelens b200: GPU ops overlap on one stream (Perfetto v55 would drop 74 of them)."""
     p = REALWORLD / "kineto" / "tracelens__b200_eager_rank0.json.gz"
@@ -334,6 +344,7 @@ def test_overlapping_gpu_work_is_split_into_lanes(tmp_path, cached_store):
     assert any("lane 2" in n for n in r.threads.values())
 
 
+@pytest.mark.slow
 def test_graph_launch_fans_out_to_all_its_kernels(tmp_path, cached_store):
     p = REALWORLD / "kineto" / "tracelens__sglang_qwen3-8b_decode.json.gz"
     if not p.exists():
@@ -349,6 +360,7 @@ def test_graph_launch_fans_out_to_all_its_kernels(tmp_path, cached_store):
         assert res[0].scalar() == biggest
 
 
+@pytest.mark.slow
 def test_ncu_bound_in_kernel_args(tmp_path):
     """With ncu results matched to the timeline (the hotspots_bound view), each kernel's args carry
     ncu's bound; the engine shows it as args.ncu.bound (JSON) / debug.args.ncu.bound (proto)."""
@@ -382,6 +394,7 @@ def _kineto_file(path: Path, events, **top):
     return path
 
 
+@pytest.mark.slow
 def test_synthetic_overlaps_ids_and_flows(tmp_path):
     P, T = 4242, 139872000000123  # a pthread id outside Perfetto's tid range
     ev = [
@@ -442,6 +455,7 @@ def _kernel_rows(db):
             FROM kernels k JOIN sources s USING (source_id)""").fetchall())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ["kineto/decode_b1.json.gz", "kineto/ddp_rank0.json.gz"])
 def test_round_trip_kernels(tmp_path, rel):
     src = fixture(rel)
@@ -459,6 +473,7 @@ def test_round_trip_kernels(tmp_path, rel):
 
 
 # -- selection -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_window_device_and_align(tmp_path):
     db = make_store(tmp_path, fixture("kineto/ddp_rank0.json.gz"), fixture("kineto/ddp_rank1.json.gz"))
     with tracekit.open(db) as st:
@@ -558,6 +573,7 @@ def test_lint_overlap_flows_and_bytes(tmp_path):
     assert any("DEL" in r for r in rep.errors)
 
 
+@pytest.mark.slow
 def test_lint_agrees_with_engine_on_a_broken_trace(tmp_path):
     """The lint's expectations are the engine's: a trace with a partial overlap and a lost flow."""
     engine_or_skip()
@@ -643,6 +659,7 @@ def test_engine_is_verified(tmp_path):
         assert (d / "trace_processor.wasm").stat().st_size > 10_000_000
 
 
+@pytest.mark.slow
 def test_cli_nothing_to_draw(tmp_path):
     """An ncu-only store (fixtures/ncu/kn_details.csv: 4 profiled kernels, metrics without times)
     has no timeline: export says so in one line and exits 2, writing no file (it wrote an empty
