@@ -143,7 +143,7 @@ def _finding(store, code):
     return [f for f in diagnose(store).findings if f.code == code]
 
 
-@pytest.mark.parametrize("fmt", ["json.gz", "sqlite"])
+@pytest.mark.parametrize("fmt", ["json.gz", pytest.param("sqlite", marks=pytest.mark.slow)])
 def test_memory_pressure_injected(stores, fmt):
     """A 128 GiB tensor held beside the decoder: the peak is 91.8 % of the H200's memory, as
     torch.cuda says (max_memory_reserved / total_memory), and memory_pressure says so at medium."""
@@ -155,7 +155,7 @@ def test_memory_pressure_injected(stores, fmt):
     assert "91." in x.summary and "of the GPU's memory" in x.summary
 
 
-@pytest.mark.parametrize("fmt", ["json.gz", "sqlite"])
+@pytest.mark.parametrize("fmt", [pytest.param("json.gz", marks=pytest.mark.slow), "sqlite"])
 def test_allocator_churn_injected(stores, fmt):
     """torch.cuda.empty_cache() at the end of every decode step: the allocator hands segments back
     (cudaFree) inside the repeated steps; here it costs little (the KV cache pins most segments):
@@ -173,7 +173,8 @@ def test_allocator_churn_injected(stores, fmt):
     assert 0 < x.share_pct < 1
 
 
-@pytest.mark.parametrize("file", ["roof_b1.json.gz", "roof_b16.sqlite", "train.json.gz", "train.sqlite"])
+@pytest.mark.parametrize("file", ["roof_b1.json.gz", pytest.param("roof_b16.sqlite", marks=pytest.mark.slow),
+                                  pytest.param("train.json.gz", marks=pytest.mark.slow), "train.sqlite"])
 def test_memory_controls(stores, file):
     """Healthy runs (peaks of 1.6-8 % of the GPU, no empty_cache): no memory_pressure finding."""
     assert _finding(stores(file), "memory_pressure") == []

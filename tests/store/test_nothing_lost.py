@@ -327,7 +327,7 @@ def _killed_after(delay: float, args: list, env: dict | None = None) -> int:
     return int(killed)
 
 
-@pytest.mark.parametrize("layout", ["flat", "partitioned"])
+@pytest.mark.parametrize("layout", ["flat", pytest.param("partitioned", marks=pytest.mark.slow)])
 def test_killed_parquet_export_leaves_the_old_export_whole(tmp_path, layout):
     db, d = tmp_path / "s.duckdb", tmp_path / "pq"
     part = ["--partitioned"] if layout == "partitioned" else []
