@@ -20,12 +20,7 @@ def _nice_bucket(span_ns: int, target: int = 2000) -> int:
 class Counters:
     # -- counters ------------------------------------------------------------------------------------
     def counters(self, L: Layout, w):
-        W = self._win
-        sql = f"""
-            SELECT s.ord, c.source_id, c.pid, c.device_id, c.name, c.ts_ns + s.off - $t0 AS ts, c.value
-            FROM counters c JOIN tk_src s USING (source_id)
-            WHERE {W('c', 'ts_ns', 'ts_ns')} AND {self._dev('c', True)}
-            ORDER BY ord, pid NULLS LAST, device_id NULLS LAST, name, ts"""
+        sql = self.sql("counters")
         for batch in self.reader(sql, t0=self.t0):
             c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
             for i in range(batch.num_rows):
@@ -56,13 +51,7 @@ class Counters:
         (`tk_memory_series()` of sql/lib/memory.sql, the definition `memory_timeline` uses):
         'GPU memory allocated' and 'GPU memory reserved' for torch's caching allocator, 'GPU memory
         (driver)' for the driver's allocations (nsys --cuda-memory-usage)."""
-        W = self._win
-        sql = f"""
-            SELECT s.ord AS sord, m.source_id, m.device_id, m.allocator, m.ts_ns + s.off - $t0 AS ts,
-                   m.allocated, m.reserved
-            FROM tk_memory_series() m JOIN tk_src s USING (source_id)
-            WHERE {W('m', 'ts_ns', 'ts_ns')} AND {self._dev('m')}
-            ORDER BY sord, m.device_id, m.allocator, m.ord"""
+        sql = self.sql("memory")
         for batch in self.reader(sql, t0=self.t0):
             c = {n: batch.column(n).to_pylist() for n in batch.schema.names}
             for i in range(batch.num_rows):
@@ -78,12 +67,7 @@ class Counters:
                     w.counter(t, name, c["allocator"][i], c["ts"][i], float(v))
 
     def derived_counters(self, L: Layout, w):
-        W, D = self._win, self._dev
-        span = self.execute(f"""
-            SELECT max(v) FROM (
-              SELECT max(k.end_ns + s.off) AS v FROM kernels k JOIN tk_src s USING (source_id) WHERE {W('k')} AND {D('k')}
-              UNION ALL SELECT max(m.end_ns + s.off) FROM memops m JOIN tk_src s USING (source_id)
-              WHERE {W('m')} AND {D('m')})""")[0][0]
+        span = self.execute(self.sql("gpu_end"))[0][0]
         if span is None:
             return
         B = self.o.util_bucket_ns or _nice_bucket(max(span - self.t0, 1))
@@ -91,36 +75,10 @@ class Counters:
         # clipped to the window: the busy share of each bucket within the exported time range
         a = "g.start_ns + s.off" if self.o.start_ns is None else "greatest(g.start_ns + s.off, $ws)"
         b = "g.end_ns + s.off" if self.o.end_ns is None else "least(g.end_ns + s.off, $we)"
-        util = f"""
-            WITH busy AS (  -- the busy periods of each GPU: the `gpu_busy` view (sql/gpu_busy.sql)
-              SELECT s.ord, g.source_id, g.device_id, {a} - $t0 AS a, {b} - $t0 AS b
-              FROM gpu_busy g JOIN tk_src s USING (source_id)
-              WHERE {W('g')} AND {D('g')}
-            ), bk AS (
-              SELECT ord, source_id, device_id, a, b, unnest(generate_series(a // $B, (b - 1) // $B)) AS bi FROM busy
-              WHERE b > a
-            )
-            SELECT ord, source_id, device_id, bi,
-                   sum(least(b, (bi + 1) * $B) - greatest(a, bi * $B))::DOUBLE AS busy
-            FROM bk GROUP BY ALL ORDER BY ord, device_id NULLS LAST, bi"""
+        util = self.sql("utilization", a=a, b=b)  # the busy periods of each GPU: the `gpu_busy` view
         self._bucket_series(L, w, util, B, "GPU utilization", "%",
                             lambda row: round(100.0 * row["busy"] / B, 2), carry=False)
-        queue_sql = """
-            WITH q AS (
-              SELECT s.ord, k.source_id, k.device_id, a.start_ns + s.off - $t0 AS t, 1 AS d
-              FROM tk_links l JOIN kernels k ON l.tbl = 'k' AND k.rowid = l.g_rowid
-                   JOIN api_calls a ON a.rowid = l.api_rowid JOIN tk_src s ON s.source_id = k.source_id
-              UNION ALL
-              SELECT s.ord, k.source_id, k.device_id, k.end_ns + s.off - $t0, -1
-              FROM tk_links l JOIN kernels k ON l.tbl = 'k' AND k.rowid = l.g_rowid
-                   JOIN tk_src s ON s.source_id = k.source_id
-            ), r AS (
-              SELECT *, sum(d) OVER (PARTITION BY source_id, device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS depth,
-                     row_number() OVER (PARTITION BY source_id, device_id ORDER BY t, d) AS rn
-              FROM q
-            )
-            SELECT ord, source_id, device_id, t // $B AS bi, max(depth) AS mx, arg_max(depth, rn) AS last
-            FROM r GROUP BY ALL ORDER BY ord, device_id NULLS LAST, bi"""
+        queue_sql = self.sql("launch_queue")
         self._bucket_series(L, w, queue_sql, B, "Launch queue", "kernels",
                             lambda row: float(row["mx"]), carry=True)
 

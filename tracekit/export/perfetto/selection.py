@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...views import query
 from .options import ExportError, ExportOptions, ExportResult
 
 BATCH_ROWS = 32_768
+_MARKER = re.compile(r"\{\{(\w+)(?:\(([^)]*)\))?\}\}")  # {{name}} / {{name(args)}} of sql/queries/perfetto.sql
 
 
 def _source_label(s: dict) -> str:
@@ -30,10 +32,9 @@ class Selection:
 
     # -- selection ----------------------------------------------------------------------------
     def resolve_sources(self) -> dict[int, dict]:
-        cols = ["source_id", "path", "format", "host", "rank", "world_size", "clock_origin",
-                "clock_offset_ns", "start_ns", "end_ns"]
-        rows = self.con.execute(f"SELECT {', '.join(cols)} FROM sources ORDER BY source_id").fetchall()
-        allsrc = {r[0]: dict(zip(cols, r)) for r in rows}
+        rel = self.con.sql(self.sql("sources"))
+        cols = list(rel.columns)
+        allsrc = {r[0]: dict(zip(cols, r)) for r in rel.fetchall()}
         if not allsrc:
             raise ExportError("the store has no sources; convert a trace into it first")
         want = list(dict.fromkeys(self.o.sources)) or list(allsrc)
@@ -88,11 +89,9 @@ class Selection:
         """Nothing to draw (e.g. an ncu-only store: per-kernel metrics, no times on a timeline):
         an error, not an empty trace."""
         ids = ", ".join(map(str, sel))
-        have = {r[0] for r in self.con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        have = {r[0] for r in self.con.execute(self.sql("tables")).fetchall()}
         for t in self.TIMELINE_TABLES:
-            if t in have and self.con.execute(
-                    f"SELECT 1 FROM {t} WHERE source_id IN ({ids}) LIMIT 1").fetchall():
+            if t in have and self.con.execute(self.sql("has_rows", table=t, ids=ids)).fetchall():
                 return
         what = ", ".join(f"{sid} ({Path(s['path']).name}, {s['format']})" for sid, s in sel.items())
         raise ExportError(
@@ -103,14 +102,13 @@ class Selection:
             "`tracekit diagnose` on these results")
 
     def _win(self, alias: str, start="start_ns", end="end_ns") -> str:
+        """The window condition on rows of ``alias`` (sql/queries/perfetto.sql: starts_before_end,
+        ends_after_start), of the window's bounds that are set."""
         o = self.o
-        conds = []
-        if o.end_ns is not None:
-            conds.append(f"{alias}.{start} + s.off < $we")
-        if o.start_ns is not None:
-            conds.append(f"({alias}.{end} + s.off > $ws OR ({alias}.{end} = {alias}.{start} "
-                         f"AND {alias}.{start} + s.off >= $ws))")
-        return " AND ".join(conds) or "TRUE"
+        conds = [query("perfetto", name) for name, bound in (("starts_before_end", o.end_ns),
+                                                             ("ends_after_start", o.start_ns)) if bound is not None]
+        return " AND ".join(c.replace("{{a}}", alias).replace("{{start}}", start).replace("{{end}}", end)
+                            for c in conds) or "TRUE"
 
     def _dev(self, alias: str, allow_null: bool = False) -> str:
         if not self.o.devices:
@@ -118,6 +116,20 @@ class Selection:
         ids = ", ".join(str(int(d)) for d in self.o.devices)
         cond = f"{alias}.device_id IN ({ids})"
         return f"({alias}.device_id IS NULL OR {cond})" if allow_null else cond
+
+    def sql(self, name: str, **parts) -> str:
+        """Statement ``name`` of sql/queries/perfetto.sql with its markers filled in: the window
+        (`_win`) and device (`_dev`) conditions, the source ids and the ``parts`` given."""
+        def fill(m):
+            what, args = m.group(1), [a.strip() for a in (m.group(2) or "").split(",") if a.strip()]
+            if what == "win":
+                return self._win(*args)
+            if what in ("dev", "dev_or_null"):
+                return self._dev(args[0], what == "dev_or_null")
+            if what == "ids" and what not in parts:
+                return ", ".join(str(int(sid)) for sid in self.sources)
+            return parts[what]
+        return _MARKER.sub(fill, query("perfetto", name))
 
     def params(self, sql: str, **extra) -> dict:
         """The query parameters that ``sql`` uses (DuckDB rejects unused ones)."""
@@ -142,44 +154,22 @@ class Selection:
                         "ord": pa.array([s["ord"] for s in sel.values()], pa.int32()),
                         "kin": pa.array([s["format"] == "kineto" for s in sel.values()], pa.bool_())})
         con.register("tk_src_arrow", tbl)
-        con.execute("CREATE OR REPLACE TEMP TABLE tk_src AS SELECT * FROM tk_src_arrow")
+        con.execute(self.sql("create_sources"))
         con.unregister("tk_src_arrow")
-        W = self._win
-        t0 = self.execute(f"""
-            SELECT min(v) FROM (
-              SELECT min(a.start_ns + s.off) v FROM api_calls a JOIN tk_src s USING (source_id) WHERE {W('a')}
-              UNION ALL SELECT min(a.start_ns + s.off) FROM events a JOIN tk_src s USING (source_id)
-                WHERE {W('a')} AND (a.device_id IS NULL OR {self._dev('a')})
-              UNION ALL SELECT min(a.start_ns + s.off) FROM kernels a JOIN tk_src s USING (source_id)
-                WHERE {W('a')} AND {self._dev('a')}
-              UNION ALL SELECT min(a.start_ns + s.off) FROM memops a JOIN tk_src s USING (source_id)
-                WHERE {W('a')} AND {self._dev('a')}
-              UNION ALL SELECT min(a.start_ns + s.off) FROM syncs a JOIN tk_src s USING (source_id)
-                WHERE {W('a')} AND {self._dev('a')}
-              UNION ALL SELECT min(a.ts_ns + s.off) FROM counters a JOIN tk_src s USING (source_id)
-                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)}
-              UNION ALL SELECT min(a.ts_ns + s.off) FROM memory_events a JOIN tk_src s USING (source_id)
-                WHERE {W('a', 'ts_ns', 'ts_ns')} AND {self._dev('a', True)})""")[0][0]
+        t0 = self.execute(self.sql("t0"))[0][0]
         self.t0 = self.r.t0_ns = int(t0) if t0 is not None else 0
         if t0 is None:
             self.r.warnings.append("the selection holds no events; the trace is empty")
 
     def names(self):
         con = self.con
-        ids = ", ".join(str(s) for s in self.sources)
         proc_names = {}
-        for sid, pid, name in con.execute(
-                f"SELECT source_id, pid, name FROM processes WHERE source_id IN ({ids}) AND name IS NOT NULL "
-                "ORDER BY source_id, pid").fetchall():
+        for sid, pid, name in con.execute(self.sql("process_names")).fetchall():
             proc_names.setdefault((sid, pid), name)
         thread_names = {}
-        for sid, pid, tid, name in con.execute(
-                f"SELECT source_id, pid, tid, name FROM threads WHERE source_id IN ({ids}) AND name IS NOT NULL "
-                "ORDER BY source_id, pid, tid").fetchall():
+        for sid, pid, tid, name in con.execute(self.sql("thread_names")).fetchall():
             thread_names.setdefault((sid, pid, tid), name)
         dev_names = {}
-        for sid, dev, name in con.execute(
-                f"SELECT source_id, device_id, name FROM devices WHERE source_id IN ({ids}) AND name IS NOT NULL "
-                "ORDER BY source_id, device_id").fetchall():
+        for sid, dev, name in con.execute(self.sql("device_names")).fetchall():
             dev_names.setdefault((sid, dev), name)
         return proc_names, thread_names, dev_names
