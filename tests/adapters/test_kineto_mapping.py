@@ -66,7 +66,7 @@ def test_scanner_takes_the_event_fields_only():
     (that event then goes the Python way, which keeps the field in args)."""
     base = {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1, "dur": 1}
     values = {"id": 3, "args": {"a": 1}, "s": "t", "bp": "e"}
-    for f in K.decode._Event.__struct_fields__:
+    for f in K.decode.Event.__struct_fields__:
         ev = dict(base, **({f: values[f]} if f in values else {}))
         assert K._native.kineto_scan(json.dumps([ev]).encode()) is not None, f
     assert K._native.kineto_scan(json.dumps([dict(base, other=1)]).encode()) is None

@@ -93,12 +93,12 @@ def test_args_text_equals_sqlite_json():
         db.execute("DROP TABLE IF EXISTS t")
         db.execute(f"CREATE TABLE t ({', '.join(n + ' INTEGER' for n in names)})")
         db.executemany(f"INSERT INTO t VALUES ({', '.join('?' * ncols)})", list(zip(*cols)))
-        expected = [r[0] for r in db.execute(f"SELECT {nsys._args_sql(names)} FROM t ORDER BY rowid")]
+        expected = [r[0] for r in db.execute(f"SELECT {nsys.args_sql(names)} FROM t ORDER BY rowid")]
         keys = [db.execute("SELECT json_object(?, 0)", (n,)).fetchone()[0][1:-2] for n in names]
         arrays = [pa.array(c, pa.int64()) for c in cols]
         for max_card in (1, 2, 256):
-            assert nsys._args_arrow(keys, arrays, nrows, max_card).to_pylist() == expected
-        assert nsys._args_joined(keys, arrays, nrows).to_pylist() == expected
+            assert nsys.args_arrow(keys, arrays, nrows, max_card).to_pylist() == expected
+        assert nsys.args_joined(keys, arrays, nrows).to_pylist() == expected
 
 
 def test_rowid_gaps(tmp_path, monkeypatch):

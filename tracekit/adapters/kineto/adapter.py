@@ -17,14 +17,15 @@ from ...schema import GPU_TABLES
 from ..base import Adapter, Builders, TraceError
 from . import flows as flow_rule
 from .columnar import ColumnarReader
-from .decode import (_ANY, _EVS, _LIST, _TOP, _Chunk, _decode_top, _fix_surrogates, _split_array,
+from .decode import (ANY, EVS, LIST, TOP, Chunk, decode_top, fix_surrogates, split_array,
                      fix_nonfinite, nonfinite_reason)
 from .gpu_pid import LaunchPids
-from .mapping import _int
+from .mapping import as_int
 from .memory import split_memory
 from .rows import RowReader
-from .scanned import ScannedReader, _native
-from .stream import _Blocks, _read_bytes, block_bytes, setting
+from ...native import native as _native
+from .scanned import ScannedReader
+from .stream import Blocks, read_bytes, block_bytes, setting
 
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = b"},\n"
@@ -143,7 +144,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         self._short: dict = {}      # kernel name -> short name
         self.scan_counts = [0, 0]   # chunks read by the compiled scanner / not (the Python way)
         top = None
-        src = _Blocks(path)
+        src = Blocks(path)
         self._stream_notes = src.notes
         try:
             parts = yield from self._stream(path, src, b, progress)
@@ -159,7 +160,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         meta = {}
         for k, v in top.items():
             try:
-                meta[k] = _ANY.decode(v)
+                meta[k] = ANY.decode(v)
             except msgspec.DecodeError:
                 meta[k] = bytes(v).decode("utf-8", "replace")
         if repairs:
@@ -179,7 +180,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         self.source = self._source_info(path, meta)
 
     # -- reading ---------------------------------------------------------------------------
-    def _stream(self, path: Path, src: _Blocks, b, progress):
+    def _stream(self, path: Path, src: Blocks, b, progress):
         """Convert the events while reading; returns (top-level keys before, after traceEvents)
         as raw values, or None (having converted nothing) when the document is not laid out for
         it.  Raises TraceError for a document that is not valid JSON."""
@@ -196,7 +197,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         if h.endswith(b","):
             h = h[:-1]
         try:
-            top = _TOP.decode(h + b"}")
+            top = TOP.decode(h + b"}")
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         # buf: '[' + the event text not converted yet.  A chunk is cut in place: the ',' after
@@ -237,7 +238,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         del buf
         tail = self._finish(b, pending)
         if tail is None:  # not valid JSON: the whole-document reader says why
-            _decode_top(path, _read_bytes(path), {})  # NaN / Infinity read as null: the real fault named
+            decode_top(path, read_bytes(path), {})  # NaN / Infinity read as null: the real fault named
             raise RuntimeError(f"{path}: the streaming reader failed on a valid document")
         if progress:
             progress(src.total, src.total)
@@ -258,12 +259,12 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                     tail = {}
                 elif t[:1] == b",":
                     try:
-                        tail = _TOP.decode(b"{" + t[1:])
+                        tail = TOP.decode(b"{" + t[1:])
                     except msgspec.DecodeError:  # NaN / Infinity after the events?
                         fixed, counts = fix_nonfinite(b"{" + t[1:])
                         if not counts:
                             raise
-                        tail = _TOP.decode(fixed)
+                        tail = TOP.decode(fixed)
                 else:
                     continue
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -279,9 +280,9 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
 
     def _whole(self, path: Path, b, progress):
         """The whole document in memory, cut into chunks of its event slices."""
-        buf = _read_bytes(path, self._stream_notes)
+        buf = read_bytes(path, self._stream_notes)
         nonfinite: dict = {}
-        top, raw_events, repairs = _decode_top(path, buf, nonfinite)
+        top, raw_events, repairs = decode_top(path, buf, nonfinite)
         del buf
         self._count_nonfinite(nonfinite)
         if repairs:
@@ -309,11 +310,11 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 return True
             self.scan_counts[1] += 1
         try:
-            evs = _EVS.decode(text)
+            evs = EVS.decode(text)
         except (msgspec.DecodeError, RecursionError):  # unusual shapes, nesting beyond the
             evs = None                                   # decoder's depth, or a bad cut
         try:
-            if evs is not None and self._columnar(b, _Chunk(text, evs, raws)):
+            if evs is not None and self._columnar(b, Chunk(text, evs, raws)):
                 return True
         except RecursionError:  # an args object nested too deep: event by event below
             pass
@@ -335,14 +336,14 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
         """The event slices of a chunk that did not decode; invalid UTF-8 repaired (counted),
         ``NaN`` / ``Infinity`` tokens read as null (counted)."""
         try:
-            return _LIST.decode(text)
+            return LIST.decode(text)
         except RecursionError:  # an element nested beyond the decoder's depth
-            return _split_array(bytes(text))
+            return split_array(bytes(text))
         except msgspec.ValidationError:
             return None
         except msgspec.DecodeError as e:
             if "UTF-8" not in str(e):
-                fixed, n = _fix_surrogates(bytes(text))
+                fixed, n = fix_surrogates(bytes(text))
                 if not n:
                     fixed, counts = fix_nonfinite(text)
                     if not counts:
@@ -355,7 +356,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
                 return self._raw_slices(fixed)
         fixed = text.decode("utf-8", "replace")
         try:
-            raws = _LIST.decode(fixed.encode())
+            raws = LIST.decode(fixed.encode())
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         self._chunk_repairs += fixed.count("\ufffd")
@@ -370,11 +371,11 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
 
     def _source_info(self, path: Path, meta: dict) -> dict:
         dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-        rank = _int(dist.get("rank"))
+        rank = as_int(dist.get("rank"))
         if rank is None:
             m = _RANK_IN_NAME.search(path.name)
             rank = int(m.group(1)) if m else None
-        base = _int(meta.get("baseTimeNanoseconds"))
+        base = as_int(meta.get("baseTimeNanoseconds"))
         first = self._first_ts
         if first is not None and first > 10**17:  # ts were epoch µs (> ~1973 in ns)
             origin, offset = "unix_epoch", 0
@@ -390,7 +391,7 @@ class KinetoAdapter(ScannedReader, ColumnarReader, RowReader, Adapter):
             "tool_version": " ".join(versions) or None,
             "host": meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
             "rank": rank,
-            "world_size": _int(dist.get("world_size")),
+            "world_size": as_int(dist.get("world_size")),
             "clock_origin": origin,
             "clock_offset_ns": offset,
             "metadata": meta,

@@ -12,19 +12,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import mapping
-from .decode import (_ARGS_LIST, _NO_ARGS, _NULL, _OK, TS_LIMIT, _args_texts, _Chunk, _LazyRaw,
-                     _us_column, _with_extras, decode_args, dur_skip, ts_skip)
-from .mapping import _ints
+from .decode import (ARGS_LIST, NO_ARGS, NULL_JSON, OK, TS_LIMIT, args_texts, Chunk, LazyRaw,
+                     us_column, with_extras, decode_args, dur_skip, ts_skip)
+from .mapping import as_ints
 
 
 class ColumnarReader:
     """The column-wise part of `KinetoAdapter` (a mixin: it uses the adapter's state)."""
 
-    def _skip(self, reason: str, ch: _Chunk, i: int) -> None:
+    def _skip(self, reason: str, ch: Chunk, i: int) -> None:
         acc = self.accounting
         acc.skip(reason, ch.raw(i) if reason not in acc.examples else None)
 
-    def _columnar(self, b, ch: _Chunk) -> bool:
+    def _columnar(self, b, ch: Chunk) -> bool:
         """Convert a decoded chunk with the rules of `_route`, one table and category at a time;
         False (having converted nothing) when it has B/E events, which go one by one."""
         evs = ch.evs
@@ -38,7 +38,7 @@ class ColumnarReader:
             self._metadata(b, evs[i])
         if not by_ph:
             return True
-        ts, codes = _us_column([e.ts for e in evs])
+        ts, codes = us_column([e.ts for e in evs])
         lo_hi = pc.min_max(ts).as_py() if codes is None else None
         if codes is not None or lo_hi["min"] is None or not (
                 -TS_LIMIT < lo_hi["min"] and lo_hi["max"] < TS_LIMIT):
@@ -46,7 +46,7 @@ class ColumnarReader:
             for ph, idx in list(by_ph.items()):
                 keep = []
                 for i in idx:
-                    reason = ts_skip(ph, codes[i] if codes is not None else _OK, tsl[i])
+                    reason = ts_skip(ph, codes[i] if codes is not None else OK, tsl[i])
                     if reason:
                         self._skip(reason, ch, i)
                     else:
@@ -60,26 +60,26 @@ class ColumnarReader:
         instants = sorted(itertools.chain(by_ph.pop("i", ()), by_ph.pop("I", ()), by_ph.pop("n", ())))
         xs = by_ph.pop("X", [])
         for i in by_ph.pop("C", ()):
-            self._counter(b, evs[i], ts[i].as_py(), _LazyRaw(ch, i))
+            self._counter(b, evs[i], ts[i].as_py(), LazyRaw(ch, i))
         for ph, idx in by_ph.items():
             for i in idx:
                 self._skip(f"unsupported phase '{ph}'", ch, i)
         if flows:
             sub = [evs[i] for i in flows]
             self._flows(b, [e.ph for e in sub], [e.cat for e in sub], [e.id for e in sub],
-                        _ints([e.pid for e in sub])[1], _ints([e.tid for e in sub])[1],
+                        as_ints([e.pid for e in sub])[1], as_ints([e.tid for e in sub])[1],
                         ts.take(flows).to_pylist())
         # complete events: dur, then one group per category
         groups: dict = defaultdict(list)
         dur = None
         if xs:
-            dur, dcodes = _us_column([evs[i].dur for i in xs])
+            dur, dcodes = us_column([evs[i].dur for i in xs])
             lo_hi = pc.min_max(dur).as_py() if dcodes is None else None
             if dcodes is not None or not (0 <= lo_hi["min"] and lo_hi["max"] < TS_LIMIT):
                 durl = dur.to_pylist()
                 keep = []
                 for j, i in enumerate(xs):
-                    reason = dur_skip(dcodes[j] if dcodes is not None else _OK, durl[j])
+                    reason = dur_skip(dcodes[j] if dcodes is not None else OK, durl[j])
                     if reason:
                         self._skip(reason, ch, i)
                     else:
@@ -131,14 +131,14 @@ class ColumnarReader:
 
     def _args_many(self, sub: list) -> list:
         """The mapped args fields of many events: one decode call (per event if one is unusual)."""
-        raws = [e.args or _NULL for e in sub]
+        raws = [e.args or NULL_JSON for e in sub]
         raws[0] = b"[" + raws[0]
         raws[-1] = bytes(raws[-1]) + b"]"
         try:
-            out = _ARGS_LIST.decode(b",".join(raws))
+            out = ARGS_LIST.decode(b",".join(raws))
         except (msgspec.ValidationError, msgspec.DecodeError):
             return [decode_args(e) for e in sub]
-        return [a if a is not None else _NO_ARGS for a in out]
+        return [a if a is not None else NO_ARGS for a in out]
 
     def _events(self, b, sub, ids, t0, end, dur, category, with_args, instant) -> None:
         m = len(sub)
@@ -152,18 +152,18 @@ class ColumnarReader:
         b["events"].add_columns(m, {
             **cols, "event_id": pa.array(ids, pa.int64()), "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "category": pa.repeat(pa.scalar(category), m), "is_instant": pa.repeat(pa.scalar(instant), m),
-            "args": _args_texts(sub)})
+            "args": args_texts(sub)})
 
     def _kernels(self, b, sub, t0, end, dur) -> None:
         cols, extras = mapping.list_columns("kernels", sub, self._args_many(sub))
         b["kernels"].add_columns(len(sub), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "short_name": self._short_names(cols["name"]),
-            "args": _with_extras(_args_texts(sub), extras)})
+            "args": with_extras(args_texts(sub), extras)})
 
     def _api_calls(self, b, sub, t0, end, dur, kind) -> None:
         cols, extras = mapping.list_columns("api_calls", sub, self._args_many(sub))
         b["api_calls"].add_columns(len(sub), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "api": [mapping.api_of(kind, nm) for nm in cols["name"]],
-            "args": _with_extras(_args_texts(sub), extras)})
+            "args": with_extras(args_texts(sub), extras)})

@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 
 from ..base import TraceError
 from ..fit import RAW_PREFIX
-from .mapping import ARGS, _int
+from .mapping import ARGS, as_int
 
 _EMPTY = msgspec.Raw(b"")
 
 
-class _Event(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class Event(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """The Chrome-trace fields of an event (the C scanner accepts these keys and no other)."""
     ph: str = ""
     name: str | None = None
@@ -40,15 +40,15 @@ _ARG_TYPES = {"id": int | str | None, "int": int | None, "int3": list[int] | Non
 _Args = msgspec.defstruct("_Args", [(a.attr, _ARG_TYPES[a.type], None) for a in ARGS], gc=False,
                           rename={a.attr: a.key for a in ARGS}, module=__name__)
 
-_EV = msgspec.json.Decoder(_Event)
+EV = msgspec.json.Decoder(Event)
 _ARGS = msgspec.json.Decoder(_Args)
-_ANY = msgspec.json.Decoder()
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-_EVS = msgspec.json.Decoder(list[_Event])
-_ARGS_LIST = msgspec.json.Decoder(list[_Args | None])
-_NO_ARGS = _Args()
-_NULL = b"null"
+ANY = msgspec.json.Decoder()
+TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+LIST = msgspec.json.Decoder(list[msgspec.Raw])
+EVS = msgspec.json.Decoder(list[Event])
+ARGS_LIST = msgspec.json.Decoder(list[_Args | None])
+NO_ARGS = _Args()
+NULL_JSON = b"null"
 _EMPTY_ARGS = {b"", b"null", b"{}"}
 
 TS_LIMIT = 2**62  # |ts|, dur in ns: ts + dur must still fit int64
@@ -75,17 +75,17 @@ def us_text_to_ns(raw: bytes) -> int:
 
 
 _I64 = 2**63 - 1
-_OK, _MISSING, _NONNUM = 0, 1, 2
+OK, _MISSING, _NONNUM = 0, 1, 2
 _MILLI = pa.scalar(1000, pa.decimal128(4, 0))
 
 
 def us_value(raw) -> tuple[int, int | None]:
-    """(code, exact ns) of one raw ts / dur: _MISSING (absent or null), _NONNUM, or _OK."""
+    """(code, exact ns) of one raw ts / dur: _MISSING (absent or null), _NONNUM, or OK."""
     raw = bytes(raw)
-    if not raw or raw == _NULL:
+    if not raw or raw == NULL_JSON:
         return _MISSING, None
     try:
-        return _OK, us_text_to_ns(raw)
+        return OK, us_text_to_ns(raw)
     except ValueError:
         return _NONNUM, None
 
@@ -128,10 +128,10 @@ def _strings(raws: list, validate: bool = True) -> pa.Array:
     return arr
 
 
-def _us_column(raws: list) -> tuple[pa.Array, list | None]:
+def us_column(raws: list) -> tuple[pa.Array, list | None]:
     """Exact ns (int64) of raw JSON numbers of µs, as us_text_to_ns.  Returns (values, None) when
     every text is a plain number that Arrow parses exactly as a decimal (the usual case), else
-    (values with nulls, a code per value: _OK, _MISSING for an absent or null value, _NONNUM);
+    (values with nulls, a code per value: OK, _MISSING for an absent or null value, _NONNUM);
     values beyond int64 are clamped to ±(2**63 - 1), out of range either way."""
     try:
         d = pc.cast(_strings(raws, validate=False), pa.decimal128(22, 3))
@@ -140,7 +140,7 @@ def _us_column(raws: list) -> tuple[pa.Array, list | None]:
         pass  # something Arrow does not take exactly: more than 3 decimals, text, null, ...
     vals, codes = [], []
     for x in map(bytes, raws):
-        if not x or x == _NULL:
+        if not x or x == NULL_JSON:
             vals.append(None)
             codes.append(_MISSING)
             continue
@@ -151,11 +151,11 @@ def _us_column(raws: list) -> tuple[pa.Array, list | None]:
             codes.append(_NONNUM)
             continue
         vals.append(v if -_I64 <= v <= _I64 else (_I64 if v > 0 else -_I64))
-        codes.append(_OK)
+        codes.append(OK)
     return pa.array(vals, pa.int64()), codes
 
 
-def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
+def with_extras(texts: pa.Array, extras: dict) -> pa.Array:
     """The args texts with, for the rows in ``extras`` (row -> {field: raw value}), those fields
     added as ``_raw_<field>`` (adapters/fit.py's rule): a raw value no column holds (a pid that
     is not an id, a kernel's pid / tid that differ from its args' device / stream), kept as the
@@ -167,7 +167,7 @@ def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
     out = texts.to_pylist()
     for i, extra in extras.items():
         t = out[i]
-        d = _ANY.decode(t.encode()) if t else {}
+        d = ANY.decode(t.encode()) if t else {}
         if not isinstance(d, dict):
             d = {"args": d}
         d.update({f"{RAW_PREFIX}{k}": v for k, v in extra.items()})
@@ -175,7 +175,7 @@ def _with_extras(texts: pa.Array, extras: dict) -> pa.Array:
     return pa.array(out, pa.string())
 
 
-def _args_texts(evs: list) -> pa.Array:
+def args_texts(evs: list) -> pa.Array:
     """The args column (`args_text` without extra fields) of many events."""
     raws = [e.args for e in evs]
     try:
@@ -192,7 +192,7 @@ def _args_texts(evs: list) -> pa.Array:
     return arr
 
 
-class _LazyRaw:
+class LazyRaw:
     """The raw text of event i of a chunk, sliced only if asked for (an example of a skip)."""
 
     __slots__ = ("chunk", "i")
@@ -204,7 +204,7 @@ class _LazyRaw:
         return self.chunk.raw(self.i)
 
 
-class _Chunk:
+class Chunk:
     """A decoded chunk of events and, on demand, the raw text of each."""
 
     __slots__ = ("text", "evs", "raws")
@@ -214,14 +214,14 @@ class _Chunk:
 
     def raw(self, i: int) -> bytes:
         if self.raws is None:
-            self.raws = _LIST.decode(self.text)
+            self.raws = LIST.decode(self.text)
         return bytes(self.raws[i])
 
 
 _SURROGATE = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
-def _fix_surrogates(buf: bytes) -> tuple[bytes, int]:
+def fix_surrogates(buf: bytes) -> tuple[bytes, int]:
     """JSON text with every lone UTF-16 surrogate escape (``\\ud800`` not part of a pair: valid
     JSON that no UTF-8 string can hold) replaced by ``\\ufffd``; and how many."""
     n = 0
@@ -296,7 +296,7 @@ def fix_nonfinite(buf) -> tuple[bytes, dict[tuple[str, str], int]]:
     return b"".join(out), counts
 
 
-def _split_array(text: bytes) -> list | None:
+def split_array(text: bytes) -> list | None:
     """The top-level elements of a JSON array text as byte slices, found without recursion (for
     an element nested deeper than the decoder allows); None when the text is not one array."""
     i, n = 0, len(text)
@@ -335,13 +335,13 @@ def _split_array(text: bytes) -> list | None:
     return None
 
 
-def _decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[dict, list, int]:
+def decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[dict, list, int]:
     """Top-level map (raw values) and the raw event list; repairs invalid UTF-8 (counted in the
     result) and ``NaN`` / ``Infinity`` tokens (read as null, counted in ``nonfinite``:
     {(token, field): n}, see ``fix_nonfinite``)."""
     repairs = 0
     try:
-        top = _TOP.decode(buf)
+        top = TOP.decode(buf)
     except msgspec.ValidationError:
         raise TraceError(path, "not a Chrome trace: the JSON is not an object with a traceEvents list",
                          "pass a torch.profiler export_chrome_trace() file") from None
@@ -350,12 +350,12 @@ def _decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[
         if "UTF-8" in msg:
             fixed = buf.decode("utf-8", "replace")
             repairs = fixed.count("\ufffd")
-            top, events, r = _decode_top(path, fixed.encode(), nonfinite)
+            top, events, r = decode_top(path, fixed.encode(), nonfinite)
             return top, events, r + repairs
         if "escape" in msg or "surrogate" in msg:
-            fixed, n = _fix_surrogates(buf)
+            fixed, n = fix_surrogates(buf)
             if n:
-                top, events, r = _decode_top(path, fixed, nonfinite)
+                top, events, r = decode_top(path, fixed, nonfinite)
                 return top, events, r + n
         if "truncated" in msg:
             raise TraceError(path, f"JSON is truncated (the file ends at byte {len(buf):,} inside the data)",
@@ -363,7 +363,7 @@ def _decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[
         if nonfinite is not None:
             fixed, counts = fix_nonfinite(buf)
             if counts:
-                top, events, r = _decode_top(path, fixed, nonfinite)
+                top, events, r = decode_top(path, fixed, nonfinite)
                 for k, n in counts.items():
                     nonfinite[k] = nonfinite.get(k, 0) + n
                 return top, events, r
@@ -373,7 +373,7 @@ def _decode_top(path: Path, buf: bytes, nonfinite: dict | None = None) -> tuple[
         raise TraceError(path, "JSON object has no traceEvents key",
                          "pass a torch.profiler export_chrome_trace() file")
     try:
-        events = _LIST.decode(top.pop("traceEvents"))
+        events = LIST.decode(top.pop("traceEvents"))
     except msgspec.ValidationError:
         raise TraceError(path, "traceEvents is not a list", "pass a torch.profiler trace") from None
     return top, events, repairs
@@ -391,7 +391,7 @@ def _near(buf, msg: str) -> str:
     return f", near {' '.join(text.split())!r}"
 
 
-def decode_args(ev: _Event) -> _Args:
+def decode_args(ev: Event) -> _Args:
     """The mapped fields of an event's args (`mapping.ARGS`); when one has another type, each
     is read as its type allows (an id that is not one: None, kept in the args text)."""
     a = bytes(ev.args)
@@ -401,7 +401,7 @@ def decode_args(ev: _Event) -> _Args:
         return _ARGS.decode(a)
     except msgspec.ValidationError:
         try:
-            d = _ANY.decode(a)
+            d = ANY.decode(a)
         except msgspec.DecodeError:
             d = None
         if not isinstance(d, dict):  # kept verbatim in the args column; no fields to map
@@ -410,19 +410,19 @@ def decode_args(ev: _Event) -> _Args:
         for f in ARGS:
             v = d.get(f.key)
             if f.type == "int3":
-                v = [_int(x) for x in v] if isinstance(v, list) else None
+                v = [as_int(x) for x in v] if isinstance(v, list) else None
             elif f.type == "int":
-                v = _int(v)
+                v = as_int(v)
             setattr(out, f.attr, v)
         return out
 
 
-def args_text(ev: _Event, extra) -> str | None:
+def args_text(ev: Event, extra) -> str | None:
     """The args column of one event: its raw args text, with the ``extra`` fields (a raw value
     no column holds) added as ``_raw_<field>``."""
     a = bytes(ev.args)
     if extra:
-        d = _ANY.decode(a) if a and a != b"null" else {}
+        d = ANY.decode(a) if a and a != b"null" else {}
         if not isinstance(d, dict):
             d = {"args": d}
         d.update({f"{RAW_PREFIX}{k}" if not k.startswith(RAW_PREFIX) else k: v for k, v in extra.items()})
@@ -436,12 +436,12 @@ def generic_event(raw):
     """(event, extra fields) of an event with unusual fields or types: every field kept (the
     Chrome-trace ones of another type as ``_raw_<field>``); (None, None) if it is not an object."""
     try:
-        d = _ANY.decode(raw)
+        d = ANY.decode(raw)
     except msgspec.DecodeError:
         return None, None
     if not isinstance(d, dict):
         return None, None
-    known = {f: d.pop(f) for f in _Event.__struct_fields__ if f in d}
+    known = {f: d.pop(f) for f in Event.__struct_fields__ if f in d}
     for f in ("ts", "dur", "args"):
         if f in known:
             known[f] = msgspec.Raw(msgspec.json.encode(known[f]))
@@ -452,4 +452,4 @@ def generic_event(raw):
     for f in ("pid", "tid", "id"):
         if f in known and not isinstance(known[f], (int, str, type(None))):
             d[f"{RAW_PREFIX}{f}"] = known.pop(f)
-    return _Event(**known), (d or None)
+    return Event(**known), (d or None)

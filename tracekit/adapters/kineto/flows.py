@@ -11,7 +11,7 @@ scanner's columns (tests/adapters/test_kineto_scan.py compares them on every rea
 
 from __future__ import annotations
 
-from .mapping import _ints
+from .mapping import as_ints
 
 NAMES = ("kind", "flow_id", "start_pid", "start_tid", "start_ns", "end_pid", "end_tid", "end_ns")
 
@@ -83,5 +83,5 @@ def add(b, cols) -> None:
     """Add flow rows (8 lists, `NAMES`) to the builders ``b``."""
     if cols[0]:
         cols = dict(zip(NAMES, cols))
-        cols["flow_id"] = _ints(cols["flow_id"])[0]
+        cols["flow_id"] = as_ints(cols["flow_id"])[0]
         b["flows"].add_columns(len(cols["kind"]), cols)

@@ -190,7 +190,7 @@ def sync_type(sync_kind, name) -> str:
 
 # -- the conversions ----------------------------------------------------------------------------
 
-def _int(v) -> int | None:
+def as_int(v) -> int | None:
     """An id as int64, or None (hex strings '0x1f' accepted; values beyond int64 -> None)."""
     if v is None or isinstance(v, bool):
         return None
@@ -212,20 +212,20 @@ _STREAM_NONE_ARR = pa.array(_STREAM_NONE, pa.int64())
 
 
 def _stream(v) -> int | None:
-    n = _int(v)
+    n = as_int(v)
     return None if n in _STREAM_NONE else n
 
 
-def _ints(vals: list) -> tuple[pa.Array, list, bool]:
-    """Ids with `_int`'s rules: (int64 array, the values as a list, whether every non-null value
+def as_ints(vals: list) -> tuple[pa.Array, list, bool]:
+    """Ids with `as_int`'s rules: (int64 array, the values as a list, whether every non-null value
     was kept).  What fits an int64 is adapters/fit.py's one rule (`fit`: one C-level conversion
-    when all fit, the usual case); `_int` reads the others (id text such as "12" or "0x1f")."""
+    when all fit, the usual case); `as_int` reads the others (id text such as "12" or "0x1f")."""
     arr, bad = fit(vals, pa.int64())
     if not bad:
         return arr, vals, True
     conv = list(vals)
     for i in bad:
-        conv[i] = _int(vals[i])
+        conv[i] = as_int(vals[i])
     kept = all(conv[i] is not None or vals[i] is None for i in bad)
     return pa.array(conv, pa.int64()), conv, kept
 
@@ -276,14 +276,14 @@ def row_columns(table: str, ev, a, extra: dict | None = None) -> tuple[dict, dic
     out = {}
     for c, col in COLUMNS[table].items():
         v = _first(_PARSED[table][c], ev, a)
-        out[c] = v if col.conv == "raw" else _stream(v) if col.conv == "stream" else _int(v)
+        out[c] = v if col.conv == "raw" else _stream(v) if col.conv == "stream" else as_int(v)
     keep = dict(extra) if extra else {}
     for field, c in KEEP_RAW[table].items():
         raw = getattr(ev, field)
         if raw is None:
             continue
-        conv = _int(raw)
-        if conv is None or conv != _int(_first(_PARSED[table][c], ev, a)):
+        conv = as_int(raw)
+        if conv is None or conv != as_int(_first(_PARSED[table][c], ev, a)):
             keep[field] = raw
     return out, keep or None
 
@@ -314,17 +314,17 @@ def list_columns(table: str, evs: list, args: list | None) -> tuple[dict, dict]:
         if col.conv == "raw":
             out[c] = raws
         else:
-            arr = _ints(raws)[0]
+            arr = as_ints(raws)[0]
             out[c] = _streams(arr) if col.conv == "stream" else arr
     extras: dict = {}
     for field, c in KEEP_RAW[table].items():
         raw = [getattr(e, field) for e in evs]
-        conv = _ints(raw)[1]
+        conv = as_ints(raw)[1]
         if c == field:  # the column is the field: kept when it is not an id
             lost = [i for i, (r, v) in enumerate(zip(raw, conv)) if r is not None and v is None]
         else:
             lost = [i for i, (r, v, u) in enumerate(zip(raw, conv, ids[c]))
-                    if r is not None and (v is None or v != _int(u))]
+                    if r is not None and (v is None or v != as_int(u))]
         for i in lost:
             extras.setdefault(i, {})[field] = raw[i]
     return out, extras

@@ -10,9 +10,9 @@ import msgspec
 from ...names import short_kernel_name
 from . import flows as flow_rule
 from . import mapping
-from .decode import (_ANY, _EV, _Event, _fix_surrogates, args_text, decode_args, dur_skip,
+from .decode import (ANY, EV, Event, fix_surrogates, args_text, decode_args, dur_skip,
                      generic_event, ts_skip, us_value)
-from .mapping import _int
+from .mapping import as_int
 
 
 # devices column <- the property's key in deviceProperties, then in computeProperties (torch < 1.9)
@@ -45,12 +45,12 @@ class RowReader:
     def _decode_event(self, raw):
         """(event, extra fields, raw) or (None, None, raw) when the event is skipped."""
         try:
-            return _EV.decode(raw), None, raw
+            return EV.decode(raw), None, raw
         except msgspec.ValidationError:
             pass
         except msgspec.DecodeError as e:
             if "UTF-8" not in str(e):
-                fixed, n = _fix_surrogates(bytes(raw))
+                fixed, n = fix_surrogates(bytes(raw))
                 if n:  # a lone surrogate escape: U+FFFD, counted like invalid UTF-8
                     self._utf8_repairs += n
                     return self._decode_event(msgspec.Raw(fixed))
@@ -60,7 +60,7 @@ class RowReader:
             self._utf8_repairs += text.count("\ufffd")
             raw = msgspec.Raw(text.encode())
             try:
-                return _EV.decode(raw), None, raw
+                return EV.decode(raw), None, raw
             except msgspec.ValidationError:
                 pass
         ev, extra = generic_event(raw)
@@ -68,7 +68,7 @@ class RowReader:
             self.accounting.skip("event is not a JSON object with Chrome trace fields", bytes(raw))
         return ev, extra, raw
 
-    def _route(self, b, ev: _Event, extra, raw, flows: list, event_id) -> int:
+    def _route(self, b, ev: Event, extra, raw, flows: list, event_id) -> int:
         acc = self.accounting
         ph = ev.ph
         if ph == "M":
@@ -82,7 +82,7 @@ class RowReader:
         if self._first_ts is None:
             self._first_ts = ts
         if ph in ("s", "f", "t"):
-            flows.append((ph, ev.cat, ev.id, _int(ev.pid), _int(ev.tid), ts))
+            flows.append((ph, ev.cat, ev.id, as_int(ev.pid), as_int(ev.tid), ts))
             return event_id
         if ph == "C":
             self._counter(b, ev, ts, raw)
@@ -147,26 +147,26 @@ class RowReader:
 
     def _counter(self, b, ev, ts, raw):
         try:
-            d = _ANY.decode(ev.args) if bytes(ev.args) else {}
+            d = ANY.decode(ev.args) if bytes(ev.args) else {}
         except msgspec.DecodeError:
             d = None
         if not isinstance(d, dict) or not d:
             self.accounting.skip("counter ('C') event without numeric args", bytes(raw))
             return
-        pid = _int(ev.pid)
+        pid = as_int(ev.pid)
         for k, v in d.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 b["counters"].add(pid=pid, name=f"{ev.name}.{k}", ts_ns=ts, value=float(v))
             else:
                 self.accounting.skip("counter ('C') value that is not a number", bytes(raw))
 
-    def _metadata(self, b, ev: _Event):
+    def _metadata(self, b, ev: Event):
         try:
-            a = _ANY.decode(ev.args) if bytes(ev.args) else {}
+            a = ANY.decode(ev.args) if bytes(ev.args) else {}
         except msgspec.DecodeError:
             a = {}
         a = a if isinstance(a, dict) else {}
-        pid, tid = _int(ev.pid), _int(ev.tid)
+        pid, tid = as_int(ev.pid), as_int(ev.tid)
         # one processes row per pid and one threads row per (pid, tid), written at the end
         # (`_processes_threads`): a process's name and labels come in separate events, and some
         # writers repeat an event (an MTIA trace: 124,222 thread_name events for 2 pids)
@@ -179,7 +179,7 @@ class RowReader:
         else:  # sort indices and other display hints
             self.accounting.skip(f"metadata event '{ev.name}' (display hint, not kept)", by_design=True)
 
-    def _named(self, row: dict, field: str, value, ev: _Event) -> None:
+    def _named(self, row: dict, field: str, value, ev: Event) -> None:
         """Set ``row[field]`` from a metadata event. The first event of a pid (of a thread) makes
         its row; each later one is counted in skipped_rows (by design: no row of its own, and what
         it says is kept: the labels of a named process, a repeat once, another name joined to the
@@ -224,11 +224,11 @@ class RowReader:
             amd = rocm or (bool(name) and any(s in name for s in ("AMD", "Instinct", "Radeon")))
             rest = {k: v for k, v in p.items() if k not in _DEVICE_KEYS}
             b["devices"].add(
-                device_id=_int(f["id"]), name=name, vendor="amd" if amd else "nvidia",
+                device_id=as_int(f["id"]), name=name, vendor="amd" if amd else "nvidia",
                 compute_capability=f"{f['major']}.{f['minor']}" if f["major"] is not None else None,
-                sm_count=_int(f["sm_count"]), total_memory_bytes=_int(f["total_memory_bytes"]),
-                max_threads_per_sm=_int(f["max_threads_per_sm"]),
-                warp_size=_int(f["warp_size"]),
+                sm_count=as_int(f["sm_count"]), total_memory_bytes=as_int(f["total_memory_bytes"]),
+                max_threads_per_sm=as_int(f["max_threads_per_sm"]),
+                warp_size=as_int(f["warp_size"]),
                 args=msgspec.json.encode(rest).decode() if rest else None)
         yield from b.drain()
 

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from ...native import native as _native
 from . import flows as flow_rule
 from . import mapping
-from .decode import _EV, _with_extras
-from .mapping import _ints
+from .decode import EV, with_extras
+from .mapping import as_ints
 
 _SCAN_I64, _SCAN_STR = _native.kineto_names() if _native is not None else ((), ())
 _INSTANT_PHASES = pa.array([ord(x) for x in "iIn"], pa.uint8())
@@ -55,7 +55,7 @@ class ScannedReader:
 
         def decoded(idx):  # the events at idx as structs (one by one, like the Python path)
             idx = pa.array(idx, pa.int64()) if isinstance(idx, list) else idx
-            return [_EV.decode(text[s_:e_]) for s_, e_ in zip(span0.take(idx).to_pylist(),
+            return [EV.decode(text[s_:e_]) for s_, e_ in zip(span0.take(idx).to_pylist(),
                                                             span1.take(idx).to_pylist())]
 
         def at(pattern):
@@ -122,7 +122,7 @@ class ScannedReader:
                 flow_rule.add(b, _native.kineto_flows(fph, kinds, *bufs, cols[3].buffers()[1],
                                                       self._flow_state.open, self._flow_state.early))
             else:  # a text pid / tid among them: as the Python path
-                pids, tids = (_ints([getattr(e, f) for e in flow_evs])[1] for f in ("pid", "tid"))
+                pids, tids = (as_ints([getattr(e, f) for e in flow_evs])[1] for f in ("pid", "tid"))
                 self._flows(b, list(fph.decode()), c["cat"].take(fi).to_pylist(),
                             c["id"].take(fi).to_pylist(), pids, tids, ts.take(fi).to_pylist())
         # event ids: one per `events` row, in input order
@@ -186,14 +186,14 @@ class ScannedReader:
         b["kernels"].add_columns(len(t0), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "short_name": pa.array(short, pa.string()).take(enc.indices),
-            "args": _with_extras(c["args"], extras)})
+            "args": with_extras(c["args"], extras)})
 
     def _scanned_api_calls(self, b, c, t0, end, dur, kind) -> None:
         cols, extras = mapping.scanned_columns("api_calls", c)
         b["api_calls"].add_columns(len(t0), {
             **cols, "start_ns": t0, "end_ns": end, "dur_ns": dur,
             "api": mapping.by_name(lambda nm: mapping.api_of(kind, nm), cols["name"]),
-            "args": _with_extras(c["args"], extras)})
+            "args": with_extras(c["args"], extras)})
 
 
 def _gather(c: dict, idx, names: tuple) -> dict:

@@ -43,7 +43,7 @@ INFLATE_RATIO = int(os.environ.get("TRACEKIT_MAX_INFLATE_RATIO", "100"))
 INFLATE_FLOOR = 64 * 2**20
 
 
-class _Blocks:
+class Blocks:
     """The file's (inflated) bytes in blocks, read ahead by a background thread."""
 
     def __init__(self, path: Path, block: int | None = None):
@@ -176,9 +176,9 @@ def _gzip_trailing_garbage(path: Path) -> tuple[bytes, int] | None:
 
 
 
-def _read_bytes(path: Path, notes: dict | None = None) -> bytes:
-    """The whole (inflated, UTF-8) document: `_Blocks`' reading, joined."""
-    src = _Blocks(path)
+def read_bytes(path: Path, notes: dict | None = None) -> bytes:
+    """The whole (inflated, UTF-8) document: `Blocks`' reading, joined."""
+    src = Blocks(path)
     parts = []
     try:
         while True:

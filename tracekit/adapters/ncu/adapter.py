@@ -11,17 +11,17 @@ from ...names import short_kernel_name
 from ..base import Adapter, Builders, TraceError
 from ..fit import fits
 from ..detect import NCU_REP_MAGIC, sniff_ncu
-from .csvpages import CsvPages, _open_text
+from .csvpages import CsvPages, open_text
 from .report import ReportReader
 from .values import (
-    _L1_REQUESTS,
-    _L1_SECTORS,
+    L1_REQUESTS,
+    L1_SECTORS,
     DEVICE_METRICS,
     SM_COUNT_METRIC,
-    _dim3,
-    _int_cell,
-    _int_or_none,
-    _Result,
+    dim3,
+    int_cell,
+    int_or_none,
+    Result,
 )
 
 # the report's magic and the sniffer live in the format registry (detecting another format
@@ -39,7 +39,7 @@ def _cell_int(ident: dict, cell: str) -> int | None:
     column's type (the caller keeps the cell's text)."""
     if not (ident.get(cell) or "").strip():
         return None
-    v = _int_cell(ident.get(cell))
+    v = int_cell(ident.get(cell))
     return v if fits(v, _COLUMN[_IDENTITY_COLUMNS[cell]]) else None
 
 
@@ -53,7 +53,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         b = Builders(source_id, self.accounting)
         self._b = b
         self._path = path
-        self._results: dict[int, _Result] = {}
+        self._results: dict[int, Result] = {}
         self._processes: dict[int | None, str | None] = {}  # pid -> its first name: one row per pid
         self._devices: dict[int, dict] = {}
         self._hosts: dict[str, None] = {}
@@ -63,7 +63,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
             raise TraceError(path, "not an Nsight Compute report (the file does not start with the "
                              "report magic 'NVR')", "check that the file was copied completely")
         else:
-            with _open_text(path) as (f, pos):
+            with open_text(path) as (f, pos):
                 try:
                     yield from self._read_csv(path, f, pos, os.path.getsize(path), progress)
                 except (EOFError, OSError) as e:  # truncated / corrupt gzip
@@ -97,36 +97,36 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
     def _path_for_errors(self):
         return getattr(self, "_path", "ncu input")
 
-    def _emit_kernel(self, b, r: _Result):
+    def _emit_kernel(self, b, r: Result):
         ident = r.ident
         f = dict(r.labels)
         f.update(r.fields)
-        if "l1_sectors_per_request" not in f and r.l1.get(_L1_REQUESTS):
-            if _L1_SECTORS in r.l1:
-                f["l1_sectors_per_request"] = r.l1[_L1_SECTORS] / r.l1[_L1_REQUESTS]
+        if "l1_sectors_per_request" not in f and r.l1.get(L1_REQUESTS):
+            if L1_SECTORS in r.l1:
+                f["l1_sectors_per_request"] = r.l1[L1_SECTORS] / r.l1[L1_REQUESTS]
         # a number its column cannot hold (the rule of fit.fit) reads as NULL, and its cell's text
         # is kept as an ncu_metrics row (ncu's args), as the text of a cell that does not parse is
-        gx, gy, gz = _dim3(ident.get("Grid Size"))
+        gx, gy, gz = dim3(ident.get("Grid Size"))
         if not all(fits(v, _COLUMN["grid_x"]) for v in (gx, gy, gz)):
             gx = gy = gz = None
-        bx, by, bz = _dim3(ident.get("Block Size"))
+        bx, by, bz = dim3(ident.get("Block Size"))
         if not all(fits(v, _COLUMN["block_x"]) for v in (bx, by, bz)):
             bx = by = bz = None
         geo = {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz}
         for k, v in geo.items():
             if v is None and k in f:
-                geo[k] = _int_or_none(f[k])
+                geo[k] = int_or_none(f[k])
         cell_ints = {c: _cell_int(ident, c) for c in _IDENTITY_COLUMNS}
         pid = cell_ints["Process ID"]
         pname = ident.get("Process Name") or None
         device = cell_ints["Device"]
         if device is None and "device_id" in f:
-            device = _int_or_none(f["device_id"])
+            device = int_or_none(f["device_id"])
         ctx, stream = cell_ints["Context"], cell_ints["Stream"]
         if ctx is None and "context_id" in f:
-            ctx = _int_or_none(f["context_id"])
+            ctx = int_or_none(f["context_id"])
         if stream is None and "stream_id" in f:
-            stream = _int_or_none(f["stream_id"])
+            stream = int_or_none(f["stream_id"])
         name = ident.get("Kernel Name") or None
         # an identity cell that does not parse keeps its text (an ncu_metrics row), never dropped;
         # so does a CC its device does not carry (the devices row keeps the first one)
@@ -154,12 +154,12 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         b["ncu_kernels"].add(
             id=r.id, pid=pid, process_name=pname, name=name, short_name=short_kernel_name(name),
             device_id=device, context_id=ctx, stream_id=stream, **geo,
-            dur_ns=_int_or_none(dur), sm_throughput_pct=f.get("sm_throughput_pct"),
+            dur_ns=int_or_none(dur), sm_throughput_pct=f.get("sm_throughput_pct"),
             memory_throughput_pct=f.get("memory_throughput_pct"),
             dram_throughput_pct=f.get("dram_throughput_pct"),
             achieved_occupancy_pct=f.get("achieved_occupancy_pct"),
             theoretical_occupancy_pct=f.get("theoretical_occupancy_pct"),
-            registers_per_thread=_int_or_none(reg), l1_sectors_per_request=f.get("l1_sectors_per_request"),
+            registers_per_thread=int_or_none(reg), l1_sectors_per_request=f.get("l1_sectors_per_request"),
             nvtx="; ".join(r.nvtx) or None, bottleneck_rule=r.bottleneck)
         if b["ncu_kernels"].full():
             yield from b.ready()
@@ -178,7 +178,7 @@ class NcuAdapter(CsvPages, ReportReader, Adapter):
         for col, (metric, factor) in DEVICE_METRICS.items():
             if d.get(col) is None and metric in attrs and attrs[metric] is not None:
                 v = attrs[metric]
-                d[col] = str(v) if factor is None else _int_or_none(float(v) * factor) \
+                d[col] = str(v) if factor is None else int_or_none(float(v) * factor) \
                     if isinstance(v, (int, float)) else None
         if d.get("sm_count") is None and isinstance(attrs.get(SM_COUNT_METRIC), (int, float)):
-            d["sm_count"] = _int_or_none(attrs[SM_COUNT_METRIC])  # Launch Statistics' "# SMs"
+            d["sm_count"] = int_or_none(attrs[SM_COUNT_METRIC])  # Launch Statistics' "# SMs"

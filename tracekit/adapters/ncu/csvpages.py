@@ -14,20 +14,20 @@ from pathlib import Path
 from ..base import TraceError
 from ..detect import GZIP_MAGIC, open_maybe_gzip
 from .values import (
-    _BY_ID,
-    _BY_LABEL,
-    _DEVICE_IDS,
-    _LABEL_UNIT,
-    _LOCALE_NUMBER,
-    _MAPPED_ID_COLUMNS,
-    _WANTED_IDS,
+    BY_ID,
+    BY_LABEL,
+    DEVICE_IDS,
+    LABEL_UNIT,
+    LOCALE_NUMBER,
+    MAPPED_ID_COLUMNS,
+    WANTED_IDS,
     DETAIL_COLUMNS,
     ID_COLUMNS,
     NONFINITE_SPEEDUP,
     SM_COUNT_LABEL,
     SM_COUNT_METRIC,
-    _is_nvtx_column,
-    _Result,
+    is_nvtx_column,
+    Result,
     is_nonfinite,
     metric_value,
     normalize_unit,
@@ -103,7 +103,7 @@ class CsvPages:
             if missing:
                 raise TraceError(path, f"ncu CSV without column(s) {', '.join(missing)}",
                                  "pass `ncu --csv` details or raw output")
-            if not any(h not in ID_COLUMNS and not _is_nvtx_column(h) for h in header):
+            if not any(h not in ID_COLUMNS and not is_nvtx_column(h) for h in header):
                 raise TraceError(path, "ncu CSV without metric columns (neither Metric Name/Value "
                                  "nor per-metric columns)", "export `--page raw` or `--page details`")
             layout = "raw"
@@ -161,25 +161,25 @@ class CsvPages:
         seen.add(key)
         return False
 
-    def _result(self, row, col, header) -> _Result:
+    def _result(self, row, col, header) -> Result:
         rid = int(row[0])
         r = self._results.get(rid)
         if r is None:
-            r = self._results[rid] = _Result(rid, len(self._results))
+            r = self._results[rid] = Result(rid, len(self._results))
             ident = r.ident
             for name in ID_COLUMNS:
                 i = col.get(name)
                 if i is not None and i < len(row):
                     ident[name] = row[i]
             for i, h in enumerate(header):
-                if _is_nvtx_column(h) and i < len(row):
+                if is_nvtx_column(h) and i < len(row):
                     v = parse_nvtx(h, row[i])
                     if v:
                         r.nvtx.append(v)
             # identity columns with no ncu_kernels column (Kernel Time; on the details page also
             # unknown ones): one ncu_metrics row each, so nothing is lost
             for i, h in enumerate(header):
-                if (h not in _MAPPED_ID_COLUMNS and h not in DETAIL_COLUMNS and not _is_nvtx_column(h)
+                if (h not in MAPPED_ID_COLUMNS and h not in DETAIL_COLUMNS and not is_nvtx_column(h)
                         and (self._layout != "raw" or h in ID_COLUMNS) and i < len(row) and row[i]):
                     self._b["ncu_metrics"].add(id=rid, section=None, name=h, unit=None, value=None,
                                                raw_value=row[i], raw_unit=None)
@@ -221,7 +221,7 @@ class CsvPages:
                 raw_unit, raw_value = row[i_unit], row[i_val]
                 unit, factor = normalize_unit(raw_unit)
                 value = metric_value(raw_value, factor, acc)
-                if value is None and raw_value and raw_unit and _LOCALE_NUMBER.match(raw_value.strip()):
+                if value is None and raw_value and raw_unit and LOCALE_NUMBER.match(raw_value.strip()):
                     raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
                                      "re-export with LC_ALL=C so that '.' is the decimal mark")
                 metrics.add(id=r.id, section=section, body_item=body, name=name, unit=unit,
@@ -252,7 +252,7 @@ class CsvPages:
     def _raw_rows(self, path, header, col, reader, line0, pos, total, progress, ends_nl):
         b = self._b
         metric_cols = [(i, h) for i, h in enumerate(header)
-                       if h not in ID_COLUMNS and not _is_nvtx_column(h)]
+                       if h not in ID_COLUMNS and not is_nvtx_column(h)]
         units: list[str] | None = None
         it = iter(reader)
         row = next(it, None)
@@ -285,7 +285,7 @@ class CsvPages:
                 raw_unit = units[i] if units is not None else None
                 unit, factor = normalize_unit(raw_unit)
                 value = metric_value(raw_value, factor, self.accounting)
-                if value is None and raw_unit and _LOCALE_NUMBER.match(raw_value.strip()):
+                if value is None and raw_unit and LOCALE_NUMBER.match(raw_value.strip()):
                     raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
                                      "re-export with LC_ALL=C so that '.' is the decimal mark")
                 metrics.add(id=r.id, section=None, body_item=None, name=name, unit=unit, value=value,
@@ -297,28 +297,28 @@ class CsvPages:
             yield from b.ready()
             row = nxt
 
-    def _note_metric(self, r: _Result, name: str, value, raw_value, label: bool, unit=None) -> None:
+    def _note_metric(self, r: Result, name: str, value, raw_value, label: bool, unit=None) -> None:
         if label:
             if name == SM_COUNT_LABEL and value is not None:
                 r.device_attrs.setdefault(SM_COUNT_METRIC, value)
-            field = _BY_LABEL.get(name)
+            field = BY_LABEL.get(name)
             if (field is not None and field not in r.labels and value is not None
-                    and unit == _LABEL_UNIT.get(field, "%")):
+                    and unit == LABEL_UNIT.get(field, "%")):
                 r.labels[field] = value
             return
-        if name in _WANTED_IDS:
-            field = _BY_ID.get(name)
+        if name in WANTED_IDS:
+            field = BY_ID.get(name)
             if field is not None:
                 if value is not None and field not in r.fields:
                     r.fields[field] = value
             else:
                 if value is not None:
                     r.l1[name] = value
-        elif name in _DEVICE_IDS:
+        elif name in DEVICE_IDS:
             r.device_attrs[name] = value if value is not None else raw_value
 
 
-class _open_text:
+class open_text:
     """Context manager: (text file with newline='', position function in bytes)."""
 
     def __init__(self, path: Path):

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 from ..base import TraceError
-from .csvpages import _open_text
-from .values import NONFINITE_SCALED, NONFINITE_SPEEDUP, _Result, finite_value, normalize_unit
+from .csvpages import open_text
+from .values import NONFINITE_SCALED, NONFINITE_SPEEDUP, Result, finite_value, normalize_unit
 
 
 class ReportReader:
@@ -45,7 +45,7 @@ class ReportReader:
                 raise TraceError(path, f"`ncu --import` failed: {err or f'exit status {proc.returncode}'}",
                                  "check that the report is complete and that ncu is as new as the report")
             self._report_reader = f"ncu --import ({ncu})"
-            with _open_text(out_path) as (f, pos):
+            with open_text(out_path) as (f, pos):
                 yield from self._read_csv(path, f, pos, out_path.stat().st_size, progress, layout_hint="raw")
 
     def _read_report_api(self, path: Path, ncu_report, progress):
@@ -79,7 +79,7 @@ class ReportReader:
             rng = ctx.range_by_idx(ri)
             for ai in range(rng.num_actions()):
                 act = rng.action_by_idx(ai)
-                r = self._results[rid] = _Result(rid, rid)
+                r = self._results[rid] = Result(rid, rid)
                 try:
                     r.ident["Kernel Name"] = act.name(act.NameBase_DEMANGLED)
                 except Exception:

@@ -1,5 +1,5 @@
 """What ncu's text means: units scaled to base units, number cells, identity / metric columns and
-the metrics that fill ``ncu_kernels`` and ``devices``, NVTX cells; and ``_Result``, what is known
+the metrics that fill ``ncu_kernels`` and ``devices``, NVTX cells; and ``Result``, what is known
 of one result while its rows stream by."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def normalize_unit(unit: str | None) -> tuple[str | None, float]:
 
 _C_NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d*)?(?:[eE][-+]?\d+)?$")
 # evidence of a locale that writes ',' as the decimal mark or groups with spaces
-_LOCALE_NUMBER = re.compile(r"^[-+]?(?:\d+,\d{1,2}|\d+,\d{4,}|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?)$")
+LOCALE_NUMBER = re.compile(r"^[-+]?(?:\d+,\d{1,2}|\d+,\d{4,}|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?)$")
 _NA = {"n/a", "N/A", "na", "-"}
 # what ncu (and the C library under it) writes for a metric it could not compute: nan, -nan,
 # nan(ind), inf, -inf, infinity, and the MSVC spellings 1.#INF / -1.#IND / 1.#QNAN
@@ -159,7 +159,7 @@ def parse_number(text: str | None) -> float | None:
     return v if math.isfinite(v) else None  # '1e999'
 
 
-def _int_or_none(v) -> int | None:
+def int_or_none(v) -> int | None:
     if v is None:
         return None
     try:
@@ -168,7 +168,7 @@ def _int_or_none(v) -> int | None:
         return None
 
 
-def _int_cell(v) -> int | None:
+def int_cell(v) -> int | None:
     """An identity cell as an integer only when it is one ('7', '7.0'): '17333.549' is not a
     device, and rounding it would change the value silently (the text is kept instead)."""
     if v is None:
@@ -183,7 +183,7 @@ def _int_cell(v) -> int | None:
 _DIM3 = re.compile(r"^\s*\(?\s*(\d[\d,]*)\s*,\s*(\d[\d,]*)\s*,\s*(\d[\d,]*)\s*\)?\s*$")
 
 
-def _dim3(text: str | None) -> tuple[int | None, int | None, int | None]:
+def dim3(text: str | None) -> tuple[int | None, int | None, int | None]:
     if not text:
         return None, None, None
     m = _DIM3.match(text)
@@ -200,7 +200,7 @@ ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "K
 DETAIL_COLUMNS = ("Section Name", "Body Item Label", "Metric Name", "Metric Unit", "Metric Value",
                   "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type",
                   "Estimated Speedup")
-_MAPPED_ID_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
+MAPPED_ID_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
                       "Stream", "Block Size", "Grid Size", "Device", "CC"}
 
 #: ncu_kernels column ← (metric ids, display labels on the details page with no body item)
@@ -228,15 +228,15 @@ KERNEL_METRICS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "context_id": (("launch__context_id",), ()),
     "stream_id": (("launch__stream_id",), ()),
 }
-_L1_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
-_L1_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+L1_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+L1_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 _INT_FIELDS = {"dur_ns", "registers_per_thread", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                "block_z", "device_id", "context_id", "stream_id"}
-_BY_ID = {mid: field for field, (ids, _) in KERNEL_METRICS.items() for mid in ids}
-_BY_LABEL = {lab: field for field, (_, labels) in KERNEL_METRICS.items() for lab in labels}
+BY_ID = {mid: field for field, (ids, _) in KERNEL_METRICS.items() for mid in ids}
+BY_LABEL = {lab: field for field, (_, labels) in KERNEL_METRICS.items() for lab in labels}
 #: a display label only counts with the unit its field needs ("Memory Throughput" is also a byte/s)
-_LABEL_UNIT = {"dur_ns": "ns", "registers_per_thread": "register/thread"}
-_WANTED_IDS = set(_BY_ID) | {_L1_SECTORS, _L1_REQUESTS}
+LABEL_UNIT = {"dur_ns": "ns", "registers_per_thread": "register/thread"}
+WANTED_IDS = set(BY_ID) | {L1_SECTORS, L1_REQUESTS}
 
 #: devices column ← device attribute metric (factor to the schema's unit)
 DEVICE_METRICS = {
@@ -250,12 +250,12 @@ DEVICE_METRICS = {
 #: the device's SM count as each launch reports it (Launch Statistics "# SMs", unit SM), where the
 #: device attributes were not collected (a details page of sections only): sm_count's fallback
 SM_COUNT_METRIC, SM_COUNT_LABEL = "launch__sm_count", "# SMs"
-_DEVICE_IDS = {m for m, _ in DEVICE_METRICS.values()} | {
+DEVICE_IDS = {m for m, _ in DEVICE_METRICS.values()} | {
     "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor",
     SM_COUNT_METRIC}
 
 
-def _is_nvtx_column(name: str) -> bool:
+def is_nvtx_column(name: str) -> bool:
     return "Domain:" in name or name.startswith(("thread Domain", "Id:Domain"))
 
 
@@ -302,7 +302,7 @@ def parse_nvtx(header: str, cell: str | None) -> str | None:
     return "; ".join(out)
 
 
-class _Result:
+class Result:
     """What is known of one result (launch) while its rows stream by."""
 
     __slots__ = ("id", "ident", "fields", "labels", "l1", "nvtx", "bottleneck", "device_attrs", "order")

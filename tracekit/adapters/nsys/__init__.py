@@ -12,7 +12,7 @@ The two big tables (``CUPTI_ACTIVITY_KIND_KERNEL``, ``CUPTI_ACTIVITY_KIND_RUNTIM
 rows) are read with no Python per row: the Arrow ADBC SQLite driver reads them in rowid ranges of
 CHUNK_ROWS, a few ranges ahead in threads (it releases the GIL), straight into Arrow arrays;
 names are StringIds look-ups with Arrow ``take``, and ``args`` is made from the extra integer
-columns by ``_args_arrow`` (templates per combination of the low-cardinality columns, joined by
+columns by ``args_arrow`` (templates per combination of the low-cardinality columns, joined by
 polars) to the exact text SQLite's ``json_object`` gives.  A range is only taken that way when
 every value it holds is an integer; any other range (a user-edited file, a value of another
 type) is read again through the sqlite3 path below, so both paths give the same rows, repairs and
@@ -80,7 +80,7 @@ pid / tid are decoded from ``globalTid`` / ``globalPid``: bits 47â€“24 PID, 23â€
 from __future__ import annotations
 
 from .adapter import NsysAdapter, sniff
-from .args import _args_arrow, _args_joined, _args_sql
+from .args import args_arrow, args_joined, args_sql
 from .common import (
                      API_CLASSES,
                      COPY_KINDS,

@@ -26,12 +26,12 @@ from .common import (
     READ_TABLES,
     RUNTIME,
     SYNC,
-    _int32_or_none,
-    _int_or_none,
-    _is_int64,
-    _json,
-    _q,
-    _str_or_none,
+    int32_or_none,
+    int_or_none,
+    is_int64,
+    json_text,
+    quote_ident,
+    str_or_none,
 )
 from .gpu import GpuTables
 from .host import HostTables
@@ -101,7 +101,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         except sqlite3.DatabaseError as e:
             raise TraceError(path, f"not a readable SQLite database ({e})",
                              "pass an `nsys export --type sqlite` file or the .nsys-rep report") from None
-        self.tables = {n: [r[1] for r in self._all(f"PRAGMA table_info({_q(n)})")] for n in names}
+        self.tables = {n: [r[1] for r in self._all(f"PRAGMA table_info({quote_ident(n)})")] for n in names}
         if not any(t in self.tables for t in NSYS_MARKERS) and not any(
                 t.startswith("CUPTI_ACTIVITY_KIND_") for t in self.tables):
             raise TraceError(path, "SQLite file is not an Nsight Systems export (no StringIds, CUPTI, "
@@ -111,7 +111,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         self.strings = self._strings()
         self._sid_keys = pa.array(list(self.strings), pa.int64())
         self._sid_values = pa.array(list(self.strings.values()), pa.string())
-        self.counts = {t: con.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in self.tables}
+        self.counts = {t: con.execute(f"SELECT count(*) FROM {quote_ident(t)}").fetchone()[0] for t in self.tables}
         work = (KERNEL, GRAPH_TRACE, MEMCPY, MEMSET, RUNTIME, SYNC, MEM_USAGE, "NVTX_EVENTS", "OSRT_API",
                 "PROFILER_OVERHEAD", CUPTI_OVERHEAD, "GPU_METRICS")
         self.total = sum(self.counts.get(t, 0) for t in work)
@@ -274,7 +274,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
             cuda_dev.setdefault(r.get("gpuId"), []).append(r)
         mapped = {"id", "deviceId", "name", "computeMajor", "computeMinor", "smCount", "totalMemory",
                   "memoryBandwidth", "clockRate", "threadsPerWarp", "uuid"}
-        I32, I64 = _int32_or_none, _int_or_none
+        I32, I64 = int32_or_none, int_or_none
         for g in gpus:
             dev = g.get("id", g.get("deviceId"))
             cg = cuda_gpus.get(dev, {})
@@ -298,20 +298,20 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
                 rest["cuda_devices"] = [{k: v for k, v in r.items() if v is not None} for r in cuda_dev[dev]]
             threads = warps * warp if warps is not None and warp is not None else None
             b["devices"].add(
-                device_id=I32(dev), name=_str_or_none(g.get("name") or cg.get("name")), vendor="nvidia",
+                device_id=I32(dev), name=str_or_none(g.get("name") or cg.get("name")), vendor="nvidia",
                 compute_capability=f"{major}.{minor}" if major is not None else None,
                 sm_count=I32(g.get("smCount", cg.get("numMultiprocessors"))),
                 total_memory_bytes=I64(g.get("totalMemory", cg.get("globalMemorySize"))),
                 memory_bandwidth_bytes_per_s=I64(bw), clock_rate_hz=I64(clock),
-                max_threads_per_sm=I32(threads), warp_size=warp, uuid=_str_or_none(g.get("uuid")),
-                args=_json(rest))
+                max_threads_per_sm=I32(threads), warp_size=warp, uuid=str_or_none(g.get("uuid")),
+                args=json_text(rest))
         if not gpus:  # no GPU table: TARGET_INFO_CUDA_DEVICE is the only description (2025.3+)
             for dev, rs in cuda_dev.items():
                 r = rs[0]
-                b["devices"].add(device_id=_int32_or_none(dev), vendor="nvidia",
-                                 sm_count=_int32_or_none(r.get("numMultiprocessors")),
-                                 uuid=_str_or_none(r.get("uuid")),
-                                 args=_json({"cuda_devices": [{k: v for k, v in x.items() if v is not None}
+                b["devices"].add(device_id=int32_or_none(dev), vendor="nvidia",
+                                 sm_count=int32_or_none(r.get("numMultiprocessors")),
+                                 uuid=str_or_none(r.get("uuid")),
+                                 args=json_text({"cuda_devices": [{k: v for k, v in x.items() if v is not None}
                                                               for x in rs]}))
         yield from b.drain()
 
@@ -321,11 +321,11 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         seen_threads: set = set()
         for r in self._rows("ThreadNames", ["globalTid", "nameId"]):
             g = r["globalTid"]
-            if not _is_int64(g):
+            if not is_int64(g):
                 self.accounting.skip("ThreadNames: row without an integer globalTid", r)
                 continue
             pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
-            name = self.strings.get(r["nameId"]) if _is_int64(r["nameId"]) else None
+            name = self.strings.get(r["nameId"]) if is_int64(r["nameId"]) else None
             thread_names.setdefault((pid, tid), name)
             if pid not in active:
                 self.accounting.skip("ThreadNames: thread of a process without converted activity", r,
@@ -337,8 +337,8 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
                 b["threads"].add(pid=pid, tid=tid, name=name)
         seen: set = set()
         for r in self._rows("PROCESSES", ["globalPid", "pid", "name"]):
-            pid = r["pid"] if _is_int64(r["pid"]) else None
-            if pid is None and _is_int64(r["globalPid"]):
+            pid = r["pid"] if is_int64(r["pid"]) else None
+            if pid is None and is_int64(r["globalPid"]):
                 pid = (r["globalPid"] >> 24) & 0xFFFFFF
             if pid not in active:
                 self.accounting.skip("PROCESSES: host process without converted activity "
@@ -347,7 +347,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
                 self.accounting.skip("PROCESSES: second row for the same pid (first kept)", r)
             else:
                 seen.add(pid)
-                b["processes"].add(pid=pid, name=_str_or_none(r["name"]))
+                b["processes"].add(pid=pid, name=str_or_none(r["name"]))
         for pid in sorted(active - seen):  # e.g. 2020.5: no PROCESSES table
             b["processes"].add(pid=pid, name=thread_names.get((pid, pid)))
 
@@ -356,11 +356,11 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
         for t in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
             for r in self._rows(t, ["name", "value"]):
                 if r["name"] is not None:
-                    meta[_str_or_none(r["name"])] = r["value"]
+                    meta[str_or_none(r["name"])] = r["value"]
         host = None
         if "TARGET_INFO_SYSTEM_ENV" in self.tables and {"name", "value"} <= set(self.tables["TARGET_INFO_SYSTEM_ENV"]):
             rows = self._all("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
-            host = _str_or_none(rows[0][0]) if rows else None
+            host = str_or_none(rows[0][0]) if rows else None
         utc = None
         for r in self._rows("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"]):
             if isinstance(r["utcEpochNs"], int):
@@ -373,7 +373,7 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
             origin, offset = "unknown", None
             meta["tracekit_clock_note"] = ("exported with --ts-normalize/--ts-shift: the clock mapping "
                                            "is unknown; use --align")
-        ranks = {r["rank"] for r in self._rows("MPI_RANKS", ["rank"]) if _is_int64(r["rank"])
+        ranks = {r["rank"] for r in self._rows("MPI_RANKS", ["rank"]) if is_int64(r["rank"])
                  and -2**31 <= r["rank"] < 2**31}
         not_read = {t: self.counts[t] for t in sorted(self.tables)
                     if t not in READ_TABLES and not t.startswith("ENUM_") and self.counts.get(t)}
@@ -381,8 +381,8 @@ class NsysAdapter(SqliteReader, GpuTables, HostTables, Adapter):
             meta["tables_not_converted"] = not_read
         meta.update(meta_extra)
         return {
-            "format_version": _str_or_none(meta.get("EXPORT_SCHEMA_VERSION")),
-            "tool_version": _str_or_none(meta.get("EXPORT_PRODUCT_VERSION")),
+            "format_version": str_or_none(meta.get("EXPORT_SCHEMA_VERSION")),
+            "tool_version": str_or_none(meta.get("EXPORT_PRODUCT_VERSION")),
             "host": host,
             "rank": ranks.pop() if len(ranks) == 1 else None,
             "world_size": None,

@@ -1,5 +1,5 @@
-"""The ``args`` JSON text of the columns no schema column maps: built by SQLite (``_args_sql``) on
-the sqlite3 path, and to the same text without Python per row (``_args_arrow``) on the columnar
+"""The ``args`` JSON text of the columns no schema column maps: built by SQLite (``args_sql``) on
+the sqlite3 path, and to the same text without Python per row (``args_arrow``) on the columnar
 path."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .common import _q
+from .common import quote_ident
 
 
-def _args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int = 256) -> pa.Array:
-    """The JSON text that ``_args_sql`` has SQLite build, for integer columns, without Python per
+def args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int = 256) -> pa.Array:
+    """The JSON text that ``args_sql`` has SQLite build, for integer columns, without Python per
     row: the non-NULL members in column order, NULL when there are none.  ``keys`` are the member
     prefixes as SQLite writes them (``"name":``).
 
@@ -36,7 +36,7 @@ def _args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int =
             parts.append((k, "high", a, None, 1))
             continue
         if mult * card >= (1 << 62):  # too many combinations: no folding
-            return _args_joined(keys, arrays, n)
+            return args_joined(keys, arrays, n)
         term = term if mult == 1 else pc.multiply(term, mult)
         code = term if code is None else pc.add(code, term)
         parts.append(part)
@@ -46,7 +46,7 @@ def _args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int =
     enc = pc.dictionary_encode(code if code is not None else pa.repeat(pa.scalar(0, pa.int64()), n))
     combos = enc.dictionary.to_pylist()
     if len(combos) > 1024 and len(combos) * 8 > n:
-        return _args_joined(keys, arrays, n)
+        return args_joined(keys, arrays, n)
     highs = [p for p in parts if p[1] == "high"]
     lits: list[list] = [[] for _ in range(len(highs) + 1)]
     for x in combos:
@@ -84,8 +84,8 @@ def _args_arrow(keys: list[str], arrays: list[pa.Array], n: int, max_card: int =
     return out.cast(pa.string())
 
 
-def _args_joined(keys: list[str], arrays: list[pa.Array], n: int) -> pa.Array:
-    """``_args_arrow`` member by member (when the columns have too many distinct values)."""
+def args_joined(keys: list[str], arrays: list[pa.Array], n: int) -> pa.Array:
+    """``args_arrow`` member by member (when the columns have too many distinct values)."""
     pieces = [pc.binary_join_element_wise("," + k, pc.cast(a, pa.string()), "")
               for k, a in zip(keys, arrays) if a.null_count < n]
     if not pieces:
@@ -96,14 +96,14 @@ def _args_joined(keys: list[str], arrays: list[pa.Array], n: int) -> pa.Array:
 
 
 
-def _args_sql(columns: list[str], extra: dict | None = None, drop_zero: set = frozenset()) -> str:
+def args_sql(columns: list[str], extra: dict | None = None, drop_zero: set = frozenset()) -> str:
     """SQL for the JSON text of the non-NULL values of `columns` (NULL when none): built by SQLite
     (json_object, then json_patch onto '{}' which drops the NULL members). BLOBs become hex text."""
     pairs = []
     for c in columns:
-        v = f"CASE typeof({_q(c)}) WHEN 'blob' THEN 'hex:' || hex({_q(c)}) ELSE {_q(c)} END"
+        v = f"CASE typeof({quote_ident(c)}) WHEN 'blob' THEN 'hex:' || hex({quote_ident(c)}) ELSE {quote_ident(c)} END"
         if c in drop_zero:
-            v = f"CASE typeof({_q(c)}) WHEN 'blob' THEN 'hex:' || hex({_q(c)}) ELSE NULLIF({_q(c)}, 0) END"
+            v = f"CASE typeof({quote_ident(c)}) WHEN 'blob' THEN 'hex:' || hex({quote_ident(c)}) ELSE NULLIF({quote_ident(c)}, 0) END"
         pairs.append(f"'{c.replace(chr(39), chr(39) * 2)}', {v}")
     for k, expr in (extra or {}).items():
         pairs.append(f"'{k}', {expr}")

@@ -64,7 +64,7 @@ NSYS_MARKERS = ("StringIds", "NVTX_EVENTS", "OSRT_API", "META_DATA_EXPORT", "EXP
 
 
 
-def _q(name: str) -> str:
+def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -79,46 +79,46 @@ def decode_tid(g: pa.Array) -> pa.Array:
 
 
 
-def _seq(v):
+def seq(v):
     """A column as a Python sequence (Arrow arrays of the columnar reader become lists)."""
     return v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
 
 
-def _text(b: bytes) -> str:
+def utf8_text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
-def _is_int64(v) -> bool:
+def is_int64(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
 
 
-def _int_or_none(v):
-    return v if _is_int64(v) else None
+def int_or_none(v):
+    return v if is_int64(v) else None
 
 
-def _int32_or_none(v):
-    return v if _is_int64(v) and -2**31 <= v < 2**31 else None
+def int32_or_none(v):
+    return v if is_int64(v) and -2**31 <= v < 2**31 else None
 
 
-def _str_or_none(v) -> str | None:
+def str_or_none(v) -> str | None:
     """A text value of a description table (another type written out, bytes decoded)."""
     if v is None or isinstance(v, str):
         return v
-    return _text(v) if isinstance(v, bytes) else str(v)
+    return utf8_text(v) if isinstance(v, bytes) else str(v)
 
 
-def _json(d: dict) -> str | None:
+def json_text(d: dict) -> str | None:
     return orjson.dumps(d, default=str).decode() if d else None
 
 
-def _memcpy_name(ck, sk, dk) -> str:
+def memcpy_name(ck, sk, dk) -> str:
     kind = COPY_KINDS.get(ck, "unknown")
     if sk is None and dk is None:
         return f"Memcpy {kind}"
     return f"Memcpy {kind} ({MEM_KIND_LABELS.get(sk, 'Unknown')} -> {MEM_KIND_LABELS.get(dk, 'Unknown')})"
 
 
-def _merge_unknown_enums(args: tuple, checks) -> list:
+def merge_unknown_enums(args: tuple, checks) -> list:
     """Keep raw codes that the enum copies do not know in args (so nothing is lost)."""
     out = list(args)
     for key, vals, known in checks:
@@ -126,11 +126,11 @@ def _merge_unknown_enums(args: tuple, checks) -> list:
             if v is not None and v not in known:
                 d = orjson.loads(out[i]) if out[i] else {}
                 d[key] = v
-                out[i] = orjson.dumps(d, default=_str_or_none).decode()
+                out[i] = orjson.dumps(d, default=str_or_none).decode()
     return out
 
 
-def _nvtx_skip_reason(x) -> str:
+def nvtx_skip_reason(x) -> str:
     label = NVTX_TYPE_LABELS.get(x, "unknown type")
     if x == NVTX_DOMAIN_CREATE:
         return ("NVTX_EVENTS: eventType 75 (NvtxDomainCreate) row, used as the domain name of the "

@@ -20,8 +20,8 @@ from .common import (
     NO_STREAM,
     SYNC,
     SYNC_TYPES,
-    _memcpy_name,
-    _merge_unknown_enums,
+    memcpy_name,
+    merge_unknown_enums,
     decode_pid,
 )
 
@@ -119,7 +119,7 @@ class GpuTables:
             ck, sk, dk = c["copyKind"], c["srcKind"], c["dstKind"]
             keys = list(zip(ck, sk, dk))
             for k in set(keys) - names.keys():
-                names[k] = _memcpy_name(*k)
+                names[k] = memcpy_name(*k)
             batch = self._batch("memops", n, {
                 "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
                 "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
@@ -129,7 +129,7 @@ class GpuTables:
                 "bytes": I("bytes"), "name": [names[k] for k in keys],
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "graph_node_id": I("graphNodeId"),
-                "args": _merge_unknown_enums(c["__args"], (("copyKind", ck, COPY_KINDS),
+                "args": merge_unknown_enums(c["__args"], (("copyKind", ck, COPY_KINDS),
                                                            ("srcKind", sk, MEM_KINDS),
                                                            ("dstKind", dk, MEM_KINDS)))})
             yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
@@ -154,7 +154,7 @@ class GpuTables:
                 "name": [f"Memset ({MEM_KIND_LABELS.get(x, 'Unknown')})" for x in mk],
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "graph_node_id": I("graphNodeId"),
-                "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
+                "args": merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
             yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
             self._tick(n)
 
@@ -178,7 +178,7 @@ class GpuTables:
                 "sync_type": [SYNC_TYPES.get(x, "unknown") for x in st],
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "event_id": event,
-                "args": _merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))})
+                "args": merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))})
             yield from self._emit("syncs", batch, self._valid_interval(t, rows, wanted, start, end))
             self._tick(n)
 
@@ -210,6 +210,6 @@ class GpuTables:
                 "memory_kind": [MEM_KINDS.get(x, "unknown") or "unknown" for x in mk],
                 "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
                 "name": self._strs(t, "name", c["name"], c),
-                "args": _merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
+                "args": merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
             yield from self._emit("memory_events", batch, None if all(ok) else pa.array(ok))
             self._tick(n)

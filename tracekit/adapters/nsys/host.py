@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 
 from ...names import api_base_name
 from ..fit import fit
-from .args import _args_sql
+from .args import args_sql
 from .common import (
     API_CLASSES,
     CUDA_BACKTRACE,
@@ -19,11 +19,11 @@ from .common import (
     NVTX_RANGES,
     OSRT_CLASS,
     RUNTIME,
-    _is_int64,
-    _merge_unknown_enums,
-    _nvtx_skip_reason,
-    _q,
-    _seq,
+    is_int64,
+    merge_unknown_enums,
+    nvtx_skip_reason,
+    quote_ident,
+    seq,
     decode_pid,
     decode_tid,
 )
@@ -69,11 +69,11 @@ class HostTables:
                     "category": pa.nulls(n, pa.string()).fill_null("cuda_backtrace"),
                     "is_instant": pa.nulls(n, pa.bool_()).fill_null(False),
                     # events have no return_value column: keep it in args
-                    "args": _merge_unknown_enums(_seq(c["__args"]), (("returnValue", _seq(c["returnValue"]), {}),))})
+                    "args": merge_unknown_enums(seq(c["__args"]), (("returnValue", seq(c["returnValue"]), {}),))})
                 yield from self._emit("events", ev, pc.and_(ok, is_bt))
             other = pc.and_(ok, pc.invert(pc.or_(is_api, is_bt)))
             if pc.any(other).as_py():
-                ec = _seq(ec)
+                ec = seq(ec)
                 for i in (i for i, v in enumerate(other.to_pylist()) if v):
                     x = ec[i]
                     self.accounting.skip(
@@ -90,26 +90,26 @@ class HostTables:
         # domain names per process (eventType 75), first creation row wins
         domains: dict = {}
         if {"eventType", "domainId"} <= have:
-            txt = _q("text") if "text" in have else "NULL"
-            tid = _q("textId") if "textId" in have else "NULL"
-            gt = _q("globalTid") if "globalTid" in have else "NULL"
+            txt = quote_ident("text") if "text" in have else "NULL"
+            tid = quote_ident("textId") if "textId" in have else "NULL"
+            gt = quote_ident("globalTid") if "globalTid" in have else "NULL"
             order = "ORDER BY start" if "start" in have else ""
             for g, d, text, text_id in self._all(
                     f"SELECT {gt}, domainId, {txt}, {tid} FROM NVTX_EVENTS WHERE eventType = "
                     f"{NVTX_DOMAIN_CREATE} {order}"):
-                key = (((g if _is_int64(g) else 0) >> 24) & 0xFFFFFF, d)
+                key = (((g if is_int64(g) else 0) >> 24) & 0xFFFFFF, d)
                 if key not in domains:
                     domains[key] = self.strings.get(text_id, text)
         hi = con.execute(
             f"SELECT {'max(start)' if 'start' in have else 'NULL'}, "
-            f"{'max(' + _q('end') + ')' if 'end' in have else 'NULL'} FROM NVTX_EVENTS").fetchone()
-        maxts = max((v for v in hi if _is_int64(v)), default=None)
+            f"{'max(' + quote_ident('end') + ')' if 'end' in have else 'NULL'} FROM NVTX_EVENTS").fetchone()
+        maxts = max((v for v in hi if is_int64(v)), default=None)
         wanted = ["start", "end", "eventType", "globalTid", "text", "textId", "domainId"]
         # eventType stays in args (the range style); endGlobalTid too (only set when a range ended
         # on another thread); domainId only when it is not the default domain
         args_skip = {"text", "textId", "start", "end", "globalTid"}
-        extra = {"unclosed": f"CASE WHEN {_q('end') if 'end' in have else 'NULL'} IS NULL AND "
-                             f"{_q('eventType') if 'eventType' in have else 'NULL'} IN "
+        extra = {"unclosed": f"CASE WHEN {quote_ident('end') if 'end' in have else 'NULL'} IS NULL AND "
+                             f"{quote_ident('eventType') if 'eventType' in have else 'NULL'} IN "
                              f"({', '.join(map(str, NVTX_RANGES))}) THEN json('true') END"}
         for rows, c in self._select_nvtx(t, wanted, args_skip, extra):
             n = len(rows)
@@ -142,17 +142,17 @@ class HostTables:
             if not pc.all(kept).as_py():
                 for i in (i for i, v in enumerate(kept.to_pylist()) if not v):
                     x = c["eventType"][i]
-                    self.accounting.skip(_nvtx_skip_reason(x), dict(zip(wanted, rows[i])),
+                    self.accounting.skip(nvtx_skip_reason(x), dict(zip(wanted, rows[i])),
                                          by_design=x in NVTX_BY_DESIGN)
             self._tick(n)
 
     def _select_nvtx(self, table, wanted, args_skip, extra):
         have = self.tables[table]
-        sel = [(_q(c) if c in have else "NULL") for c in wanted]
+        sel = [(quote_ident(c) if c in have else "NULL") for c in wanted]
         rest = [c for c in have if c not in args_skip]
-        sel.append(_args_sql(rest, extra, drop_zero={"domainId"}))
+        sel.append(args_sql(rest, extra, drop_zero={"domainId"}))
         keys = list(wanted) + ["__args"]
-        for rows in self._chunks(table, f"SELECT {', '.join(sel)} FROM {_q(table)}"):
+        for rows in self._chunks(table, f"SELECT {', '.join(sel)} FROM {quote_ident(table)}"):
             yield rows, dict(zip(keys, zip(*rows)))
 
     def _osrt(self):

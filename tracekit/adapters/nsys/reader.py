@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 
 from ... import budget
 from ..fit import RAW_PREFIX, with_raw_args
-from .args import _args_arrow, _args_sql
-from .common import _is_int64, _q, _text
+from .args import args_arrow, args_sql
+from .common import is_int64, quote_ident, utf8_text
 
 # The columnar SQLite reader (Apache Arrow ADBC): the big tables without Python per row.  Imported
 # on first use (`_adbc_driver`): its import pulls in polars, ~0.15 s that a Kineto or ncu
@@ -62,7 +62,7 @@ class SqliteReader:
 
     def _use_replacing_decoder(self, what: str) -> None:
         """Invalid UTF-8 in a text value: from now on decode with U+FFFD replacement (counted)."""
-        self.con.text_factory = _text
+        self.con.text_factory = utf8_text
         self.accounting.repair(f"{what}: invalid UTF-8 in text values, replaced with U+FFFD")
 
     def _all(self, sql: str) -> list:
@@ -70,12 +70,12 @@ class SqliteReader:
         try:
             return self.con.execute(sql).fetchall()
         except UnicodeDecodeError as e:  # raised directly by some sqlite3 paths (e.g. a corrupt schema)
-            if self.con.text_factory is _text:
+            if self.con.text_factory is utf8_text:
                 raise sqlite3.DatabaseError(f"undecodable text ({e.reason})") from None
             self._use_replacing_decoder("schema")
             return self._all(sql)
         except sqlite3.OperationalError as e:
-            if "decode" not in str(e).lower() or self.con.text_factory is _text:
+            if "decode" not in str(e).lower() or self.con.text_factory is utf8_text:
                 raise
             m = re.search(r"FROM\s+\"?(\w+)", sql)
             self._use_replacing_decoder(m.group(1) if m else "query")
@@ -87,10 +87,10 @@ class SqliteReader:
         out: dict = {}
         bad = 0
         for i, v in self._all("SELECT id, value FROM StringIds"):
-            if not _is_int64(i) or v is None:
+            if not is_int64(i) or v is None:
                 bad += 1
                 continue
-            out[i] = v if isinstance(v, str) else _text(v) if isinstance(v, bytes) else str(v)
+            out[i] = v if isinstance(v, str) else utf8_text(v) if isinstance(v, bytes) else str(v)
         self.accounting.repair("StringIds: rows without an integer id or a value, ignored", bad)
         return out
 
@@ -112,17 +112,17 @@ class SqliteReader:
         """Yield (rows, columns) chunks: `columns` maps each wanted column to a tuple (None when
         the table lacks it) and '__args' to the JSON text of the remaining non-NULL columns."""
         have = self.tables[table]
-        sel = [(_q(c) if c in have else "NULL") for c in wanted]
+        sel = [(quote_ident(c) if c in have else "NULL") for c in wanted]
         rest = [c for c in have if c not in args_skip and c not in wanted]
-        sel.append(_args_sql(rest))
-        sql = f"SELECT {', '.join(sel)} FROM {_q(table)} {where}"
+        sel.append(args_sql(rest))
+        sql = f"SELECT {', '.join(sel)} FROM {quote_ident(table)} {where}"
         keys = list(wanted) + ["__args"]
         for rows in self._chunks(table, sql):
             yield rows, dict(zip(keys, zip(*rows)))
 
     def _select_fast(self, table: str, wanted: list[str]):
         """``_select`` through the columnar reader (ADBC): the same (rows, columns) chunks, with
-        Arrow arrays as columns and ``args`` built without Python per row (``_args_arrow``).
+        Arrow arrays as columns and ``args`` built without Python per row (``args_arrow``).
 
         The table is cut into rowid ranges of `chunk_rows()`, read by up to `readers()` threads
         (each with its own connection; the driver releases the GIL) a few ranges ahead, and handed
@@ -141,7 +141,7 @@ class SqliteReader:
         plan = None
         if _adbc_driver() is not None and rid is not None:
             try:
-                lo, hi = self.con.execute(f"SELECT min({rid}), max({rid}) FROM {_q(table)}").fetchone()
+                lo, hi = self.con.execute(f"SELECT min({rid}), max({rid}) FROM {quote_ident(table)}").fetchone()
                 rest = [c for c in have if c not in wanted]
                 keys = [self.con.execute("SELECT json_object(?, 0)", (c,)).fetchone()[0][1:-2]
                         for c in rest]
@@ -154,7 +154,7 @@ class SqliteReader:
             return
         lo, hi, rest, keys = plan
         cols = [c for c in wanted if c in have] + rest
-        sql = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE {rid} BETWEEN ? AND ?"
+        sql = f"SELECT {', '.join(quote_ident(c) for c in cols)} FROM {quote_ident(table)} WHERE {rid} BETWEEN ? AND ?"
         step = chunk_rows()
         ranges = [(x, min(x + step - 1, hi)) for x in range(lo, hi + 1, step)]
         for (a, b), rb in self._read_ranges(sql, ranges):
@@ -166,7 +166,7 @@ class SqliteReader:
                 continue
             arrays = dict(zip(cols, rb.columns))
             c = {k: arrays[k] if k in arrays else pa.nulls(n, pa.int64()) for k in wanted}
-            c["__args"] = _args_arrow(keys, [arrays[k] for k in rest], n)
+            c["__args"] = args_arrow(keys, [arrays[k] for k in rest], n)
             yield _ArrowRows(c, wanted), c
 
     def _read_ranges(self, sql: str, ranges: list[tuple[int, int]]):
@@ -232,9 +232,9 @@ class SqliteReader:
             try:
                 rows = cur.fetchmany(step)
             except (sqlite3.OperationalError, UnicodeDecodeError) as e:
-                if self.con.text_factory is _text and isinstance(e, UnicodeDecodeError):
+                if self.con.text_factory is utf8_text and isinstance(e, UnicodeDecodeError):
                     raise sqlite3.DatabaseError(f"undecodable text ({e.reason})") from None
-                if "decode" not in str(e).lower() or self.con.text_factory is _text:
+                if "decode" not in str(e).lower() or self.con.text_factory is utf8_text:
                     raise
                 self._use_replacing_decoder(table)
                 cur = self.con.execute(sql)
@@ -252,14 +252,14 @@ class SqliteReader:
         if table not in self.tables:
             return []
         have = self.tables[table]
-        sel = ", ".join(_q(c) if c in have else "NULL" for c in wanted)
-        return [dict(zip(wanted, r)) for r in self._all(f"SELECT {sel} FROM {_q(table)}")]
+        sel = ", ".join(quote_ident(c) if c in have else "NULL" for c in wanted)
+        return [dict(zip(wanted, r)) for r in self._all(f"SELECT {sel} FROM {quote_ident(table)}")]
 
     def _all_rows(self, table: str) -> list[dict]:
         if table not in self.tables:
             return []
         cols = self.tables[table]
-        return [dict(zip(cols, r)) for r in self._all(f"SELECT * FROM {_q(table)}")]
+        return [dict(zip(cols, r)) for r in self._all(f"SELECT * FROM {quote_ident(table)}")]
 
 
 class _ArrowRows:
