@@ -4,7 +4,7 @@
  * kineto_scan: the Kineto reader's column scanner (tracekit/adapters/kineto/scanned.py); the args
  *   fields it reads into columns are those of kineto/mapping.py's ARGS (tests/adapters/test_kineto_mapping.py).
  * kineto_flows: its flow rule (kineto/flows.py, `Flows.rows`) on the scanned columns.
- * nest: events.depth / parent_id by the rule of tracekit/store.py's `_nest_track`.
+ * nest: events.depth / parent_id by the rule of tracekit/nesting.py's `_nest_track`.
  * take_strings, take_spans: that reader's gather of its text columns by table (scanned.py's
  *   `_take_text`; its twin is Arrow's take, compared in tests/adapters/test_kineto_scan.py).
  *
@@ -833,7 +833,7 @@ static void merge_sort(const NestCols *c, int64_t *idx, int64_t *tmp, Py_ssize_t
  *      event_id) -> (depth int32[n], parent int64[n], parent validity bitmap or None), rows in the
  * order given.  int64 columns as buffers of at least n values, validity as Arrow bitmaps
  * (offset 0) or None where all are valid.
- * The rule of store._nest_track: on each track, in order (start, end descending, event_id), the
+ * The rule of nesting._nest_track: on each track, in order (start, end descending, event_id), the
  * parent is the innermost open event that encloses the event (end >= its end), open meaning it
  * ends after the event starts; partial overlaps are skipped.
  * With a true 13th argument (want_stack), a 4th item: the rows left on the stack at the end (the

@@ -10,7 +10,7 @@ on read-only stores and always match the installed tracekit version.
 A conversion also writes the library and every view into the store itself (`persist`, not TEMP),
 so any DuckDB client (the `duckdb` CLI, ``duckdb.connect('run.duckdb')`` in a notebook) finds
 them without tracekit.  A read-only session reads those copies instead of creating TEMP ones only
-while they are exactly this version's (`store.Store._copies_are_current`); DuckDB resolves a name
+while they are exactly this version's (`store.copies.copies_are_current`); DuckDB resolves a name
 to the TEMP object first, also inside the body of a persisted view, so a store's persisted copies
 never change what tracekit itself computes.
 
