@@ -133,19 +133,50 @@ def load_json(path: Path):
         return json.load(f)
 
 
+# stores of read-only inputs converted once per session: (inputs, settings) -> store file
+_CONVERTED: dict = {}
+
+
+def _shared_key(paths, request) -> tuple | None:
+    """The cache key of a conversion the session may share, or None where the test must convert
+    itself: inputs it made (outside fixtures/ and ../shared/realworld), a .nsys-rep (whose
+    conversion runs nsys and writes a cache beside it) or a test that monkeypatches."""
+    if "monkeypatch" in request.fixturenames:
+        return None
+    key = []
+    for p in map(Path, paths):
+        p = p.resolve()
+        if (p.suffix == ".nsys-rep" or not p.is_file()
+                or not any(p.is_relative_to(d) for d in (FIXTURES, REALWORLD.resolve()))):
+            return None
+        st = p.stat()
+        key.append((str(p), st.st_size, st.st_mtime_ns))
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TRACEKIT") or k == "NSYS"))
+    return tuple(key), env
+
+
 @pytest.fixture
-def convert(tmp_path):
-    """convert(*paths) -> open read-only Store with those inputs converted."""
+def convert(tmp_path, tmp_path_factory, request):
+    """convert(*paths) -> open read-only Store with those inputs converted. Inputs of fixtures/
+    and ../shared/realworld are converted once per session (see _shared_key) and each test gets
+    a copy of that store in its tmp_path, which it may change; with db= it converts into db."""
     import tracekit
     from tracekit.store import Store
 
     stores = []
 
     def _convert(*paths, db=None):
+        key = _shared_key(paths, request) if paths and db is None else None  # (db=: it may hold sources)
         db = db or tmp_path / f"s{len(stores)}.duckdb"
-        with Store(db) as st:
-            for p in paths:
-                st.convert(p)
+        if key is not None and key in _CONVERTED:
+            shutil.copyfile(_CONVERTED[key], db)
+        else:
+            with Store(db) as st:
+                for p in paths:
+                    st.convert(p)
+            if key is not None:
+                _CONVERTED[key] = tmp_path_factory.mktemp("converted") / "s.duckdb"
+                shutil.copyfile(db, _CONVERTED[key])
         s = tracekit.open(db)
         stores.append(s)
         return s
