@@ -122,41 +122,40 @@ comp AS (
 ),
 host AS (  -- the host boundaries: o orders those at one instant (ends, then gaps, then starts)
     SELECT source_id, pid, tid, start_ns AS t, 5 AS o, depth AS sub, event_id AS ev, event_id AS eid,
-           false AS is_end, NULL::VARCHAR AS api_name,
-           CASE WHEN mark IS NOT NULL THEN name END AS mark_name,
+           false AS is_end, 0 AS is_api, CASE WHEN mark IS NOT NULL THEN 1 ELSE 0 END AS is_mark,
            0 AS d_api, 0 AS d_launch, 0 AS d_alloc, 0 AS d_sync, 0 AS d_copy,
            CASE WHEN mark = 'compile' THEN 1 WHEN mark = 'plan' THEN 4096 ELSE 0 END AS d_comp,  -- plan: 4096
            CASE WHEN mark = 'data' THEN 1 ELSE 0 END AS d_data,
            CASE WHEN mark = 'rank_wait' THEN 1 ELSE 0 END AS d_rank
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true, NULL, NULL,
+    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true, 0, 0,
            0, 0, 0, 0, 0,
            CASE WHEN mark = 'compile' THEN -1 WHEN mark = 'plan' THEN -4096 ELSE 0 END,
            CASE WHEN mark = 'data' THEN -1 ELSE 0 END,
            CASE WHEN mark = 'rank_wait' THEN -1 ELSE 0 END
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, name, NULL,
+    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, 1, 0,
            1 - is_alloc, is_launch, is_alloc, 0, 0, 0, 0, 0
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, NULL, NULL,
+    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, 0, 0,
            is_alloc - 1, 0, -is_alloc, 0, 0, 0, 0, 0
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, NULL, NULL,
+    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, 0, 0,
            0, 0, 0, 1 - is_copy, is_copy, 0, 0, 0
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, NULL, NULL,
+    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, 0, 0,
            0, 0, 0, is_copy - 1, -is_copy, 0, 0, 0
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, NULL, NULL, 0, 0, 0, 0, 0, 1, 0, 0
+    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0
     FROM comp
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, NULL, NULL, 0, 0, 0, 0, 0, -1, 0, 0
+    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0
     FROM comp
 ),
 bounds AS (  -- per (thread, GPU): the host boundaries and the late gaps' starts and ends
@@ -164,11 +163,11 @@ bounds AS (  -- per (thread, GPU): the host boundaries and the late gaps' starts
     FROM host h
     JOIN thr t ON t.source_id = h.source_id AND t.pid = h.pid AND t.tid = h.tid
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 3, 0, NULL, NULL, false, NULL, NULL,
+    SELECT source_id, pid, tid, start_ns, 3, 0, NULL, NULL, false, 0, 0,
            0, 0, 0, 0, 0, 0, 0, 0, device_id, gap_id
     FROM late
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 2, 0, NULL, NULL, true, NULL, NULL,
+    SELECT source_id, pid, tid, end_ns, 2, 0, NULL, NULL, true, 0, 0,
            0, 0, 0, 0, 0, 0, 0, 0, device_id, 0
     FROM late
 ),
@@ -177,8 +176,8 @@ sweep AS MATERIALIZED (
            lead(t) OVER (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid) AS next_t,
            last_value(gap IGNORE NULLS) OVER w AS cur_gap,
            last_value(ev IGNORE NULLS) OVER w AS cur_ev,
-           max(CASE WHEN api_name IS NOT NULL THEN t END) OVER w AS api_t,
-           max(CASE WHEN mark_name IS NOT NULL THEN t END) OVER w AS mark_t,
+           max(CASE WHEN is_api = 1 THEN t END) OVER w AS api_t,
+           max(CASE WHEN is_mark = 1 THEN t END) OVER w AS mark_t,
            sum(d_api) OVER w AS n_api, sum(d_launch) OVER w AS n_launch, sum(d_alloc) OVER w AS n_alloc,
            sum(d_sync) OVER w AS n_sync, sum(d_copy) OVER w AS n_copy, sum(d_comp) OVER w AS n_comp,
            sum(d_data) OVER w AS n_data, sum(d_rank) OVER w AS n_rank
