@@ -7,7 +7,7 @@
 -- the text holds markers the export fills in (`Selection.sql`):
 --   {{win(a)}}, {{win(a, start, end)}}  the time window on rows of alias a (starts_before_end,
 --                                       ends_after_start, below); TRUE without --start/--end
---   {{dev(a)}}, {{dev_or_null(a)}}      a.device_id is one of --device (or NULL); TRUE without
+--   {{dev(a)}}, {{dev_or_null(a)}}      on_devices, on_devices_or_null (below); TRUE without --device
 --   {{ids}}                             the selected source ids, comma-separated
 --   {{name}}                            a piece of SQL the caller builds (args JSON text, ...)
 
@@ -18,6 +18,13 @@
 -- ends_after_start: the window's start condition on a row of alias {{a}} ({{start}}, {{end}}:
 -- its start and end columns): it ends after $ws, or, of length 0, starts at or after $ws.
 ({{a}}.{{end}} + s.off > $ws OR ({{a}}.{{end}} = {{a}}.{{start}} AND {{a}}.{{start}} + s.off >= $ws));
+
+-- on_devices: the device condition on a row of alias {{a}}: on one of the devices of --device
+-- ({{devices}}, comma-separated).
+{{a}}.device_id IN ({{devices}});
+
+-- on_devices_or_null: on_devices, or of no device (a host-side counter).
+({{a}}.device_id IS NULL OR {{a}}.device_id IN ({{devices}}));
 
 -- sources: every source of the store, in order.
 -- Columns: source_id, path, format, host, rank, world_size, clock_origin, clock_offset_ns,

@@ -114,8 +114,8 @@ class Selection:
         if not self.o.devices:
             return "TRUE"
         ids = ", ".join(str(int(d)) for d in self.o.devices)
-        cond = f"{alias}.device_id IN ({ids})"
-        return f"({alias}.device_id IS NULL OR {cond})" if allow_null else cond
+        cond = query("perfetto", "on_devices_or_null" if allow_null else "on_devices")
+        return cond.replace("{{a}}", alias).replace("{{devices}}", ids)
 
     def sql(self, name: str, **parts) -> str:
         """Statement ``name`` of sql/queries/perfetto.sql with its markers filled in: the window
