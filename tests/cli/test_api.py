@@ -12,7 +12,8 @@ import pytest
 from conftest import FIXTURES
 from tracekit import api
 from tracekit.adapters.base import TraceError
-from tracekit.api_report import diagnose, parse_thresholds
+from tracekit.api_report import diagnose, parse_thresholds, render
+from tracekit.diagnose import to_markdown, to_text
 from tracekit.store import StoreError
 
 MATMUL = FIXTURES / "kineto" / "matmul.json.gz"
@@ -91,5 +92,5 @@ def test_diagnose_thresholds_and_formats(tmp_path):
         parse_thresholds(["nope=1"])
     d, text = diagnose(db, fmt="json")
     assert json.loads(text)["findings"] == json.loads(json.dumps(d.to_dict(), default=str))["findings"]
-    _, text = diagnose(db)
-    assert [f.code for f in d.findings] and all(f.code in text for f in d.findings)
+    text = render(d, "text", to_text, to_markdown, 5)
+    assert text == to_text(d, 5) and [f.code for f in d.findings] and all(f.code in text for f in d.findings)
