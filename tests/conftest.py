@@ -120,6 +120,13 @@ def realworld(kind: str) -> list[Path]:
     return sorted(p for p in d.glob("*") if p.name != "SOURCES.md") if d.is_dir() else []
 
 
+def slow_if_large(paths, limit: int = 2**20) -> list:
+    """`paths` for a parametrize, those of ../shared/realworld over `limit` bytes marked slow: the
+    default run takes the same code path on the smaller ones, CI (-m slow) runs them all."""
+    return [pytest.param(p, marks=pytest.mark.slow) if p.is_relative_to(REALWORLD) and p.stat().st_size > limit
+            else p for p in paths]
+
+
 def need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not present")

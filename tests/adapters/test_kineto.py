@@ -6,12 +6,9 @@ from collections import Counter
 
 import pytest
 
-from conftest import FIXTURES, REALWORLD, load_json, realworld
+from conftest import FIXTURES, load_json, realworld, slow_if_large
 
 KINETO_FILES = realworld("kineto") + sorted((FIXTURES / "kineto").glob("*.json.gz"))
-# the corpus' captures over 1 MiB are counted under -m slow (the smaller ones take the same path)
-COUNTED = [pytest.param(p, marks=pytest.mark.slow) if p.is_relative_to(REALWORLD) and p.stat().st_size > 2**20
-           else p for p in KINETO_FILES]
 
 KERNEL = {"kernel"}
 MEMOP = {"gpu_memcpy", "memcpy", "gpu_memset", "memset"}
@@ -52,7 +49,7 @@ def independent_counts(trace) -> Counter:
     return c
 
 
-@pytest.mark.parametrize("path", COUNTED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", slow_if_large(KINETO_FILES), ids=lambda p: p.name)
 def test_counts_match_json(path, convert):
     trace = load_json(path)
     want = independent_counts(trace)

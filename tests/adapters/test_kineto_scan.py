@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 import tracekit.adapters.kineto as K
-from conftest import FIXTURES, realworld
+from conftest import FIXTURES, realworld, slow_if_large
 
 KINETO_FILES = realworld("kineto") + sorted((FIXTURES / "kineto").glob("*.json.gz"))
 
@@ -60,7 +60,7 @@ def assert_same(path, monkeypatch):
 
 
 @needs_scanner
-@pytest.mark.parametrize("path", KINETO_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", slow_if_large(KINETO_FILES), ids=lambda p: p.name)
 def test_real_traces_same_both_ways(path, monkeypatch):
     (scanned, declined), tables = assert_same(path, monkeypatch)
     n_events = sum(t.num_rows for k, t in tables.items() if k in ("events", "kernels", "api_calls"))

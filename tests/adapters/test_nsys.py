@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, load_json, need, realworld
+from conftest import FIXTURES, load_json, need, realworld, slow_if_large
 from tracekit.adapters.base import TraceError
 
 REAL = [p for p in realworld("nsys") if p.suffix == ".sqlite"]
@@ -96,7 +96,7 @@ def nsys_display_name(s):
 
 
 # -- row accounting ------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", ALL, ids=ids)
+@pytest.mark.parametrize("path", slow_if_large(ALL), ids=ids)
 def test_every_row_converted_or_counted(path, convert):
     con = sq(path)
     have = tables(con)
@@ -504,7 +504,9 @@ REPORTS = [
 
 
 @pytest.mark.parametrize("report,view,okey,vkey,cols", REPORTS, ids=[r[0] for r in REPORTS])
-@pytest.mark.parametrize("path", ORACLED, ids=lambda p: p.stem)
+# every report on the first fixture by default, on the others under -m slow (the same views)
+@pytest.mark.parametrize("path", ORACLED[:1] + [pytest.param(p, marks=pytest.mark.slow) for p in ORACLED[1:]],
+                         ids=lambda p: p.stem)
 def test_views_equal_nsys_stats_oracle(path, report, view, okey, vkey, cols, convert):
     want = oracle(path.stem, report)
     st = convert(path)

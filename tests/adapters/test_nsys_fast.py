@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from conftest import FIXTURES, realworld
+from conftest import FIXTURES, realworld, slow_if_large
 from tracekit.adapters import nsys
 from tracekit.store import writing
 
@@ -40,9 +40,8 @@ def _both(src: Path, tmp_path: Path, monkeypatch, batch_rows: int = 700) -> None
 
 
 @pytest.mark.parametrize("src", sorted((FIXTURES / "nsys").glob("*.sqlite"))
-                         # (the corpus' exports over 1 MiB: under -m slow, the smaller ones take the same path)
-                         + [pytest.param(p, marks=pytest.mark.slow) if p.stat().st_size > 2**20 else p
-                            for p in realworld("nsys") if p.suffix == ".sqlite"][:4], ids=lambda p: p.stem)
+                         + slow_if_large([p for p in realworld("nsys") if p.suffix == ".sqlite"][:4]),
+                         ids=lambda p: p.stem)
 def test_same_store_as_sqlite3_path(src, tmp_path, monkeypatch):
     _both(src, tmp_path, monkeypatch)
 
