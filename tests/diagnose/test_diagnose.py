@@ -746,6 +746,7 @@ def test_html_report_needs_plotly(stores, tmp_path, monkeypatch):
 # ranks from processes: one nsys capture of a 2-process torchrun job
 
 
+@pytest.mark.slow  # (the ranks view on this capture: tests/sql/test_critical_path.py, test_collectives.py)
 def test_ranks_from_processes_of_one_nsys_capture(stores):
     """An nsys export of torchrun (2 processes, 2 GPUs, one source without a rank) exposes each
     GPU process as a rank (it got no rank_imbalance at all): per rank, the NCCL kernels matched

@@ -71,7 +71,8 @@ def _nest_both_ways(path, rows: list[dict]) -> tuple[dict, dict]:
     return got, want
 
 
-@pytest.mark.parametrize("seed", range(12))
+# 3 random traces by default, 9 more under -m slow
+@pytest.mark.parametrize("seed", [*range(3), *(pytest.param(s, marks=pytest.mark.slow) for s in range(3, 12))])
 def test_nesting_equals_stack_rule(tmp_path, seed, way):
     rng = random.Random(seed)
     rows = _events(rng, 6, 300, laminar=True) + [

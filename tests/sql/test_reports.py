@@ -46,7 +46,9 @@ def test_every_nsys_fixture_has_its_oracle():
     assert len(ORACLED) >= 17  # every nsys fixture of 2026-12-01 (labelled/, nsys/, roofline/)
 
 
-@pytest.mark.parametrize("path", ORACLED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+# the nsys/ fixtures by default, the labelled/ and roofline/ ones under -m slow (the same views)
+@pytest.mark.parametrize("path", [p if p.parent.name == "nsys" else pytest.param(p, marks=pytest.mark.slow)
+                                  for p in ORACLED], ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_views_equal_nsys_stats(path, convert):
     st = convert(path)
     # cuda_kern_exec_sum: one row per (PID, TID, DevId, API, kernel), in nsys's order
