@@ -168,7 +168,8 @@ def test_convert_copy_on_a_full_disk_leaves_no_partial_copy(store, monkeypatch):
 
 
 # -- 9. diagnose -o that cannot be written ---------------------------------------------------------
-@pytest.mark.parametrize("where", ["missing-parent", "read-only-folder", "full-disk"])
+@pytest.mark.parametrize("where", ["missing-parent", pytest.param("read-only-folder", marks=pytest.mark.slow),
+                                   pytest.param("full-disk", marks=pytest.mark.slow)])
 def test_diagnose_output_that_cannot_be_written_is_one_line(store, tmp_path, monkeypatch, where):
     out = tmp_path / "nodir" / "d.txt"
     if where == "read-only-folder":
@@ -327,7 +328,8 @@ def _killed_after(delay: float, args: list, env: dict | None = None) -> int:
     return int(killed)
 
 
-@pytest.mark.parametrize("layout", ["flat", pytest.param("partitioned", marks=pytest.mark.slow)])
+@pytest.mark.slow  # (a process killed mid-export: ~10 s each)
+@pytest.mark.parametrize("layout", ["flat", "partitioned"])
 def test_killed_parquet_export_leaves_the_old_export_whole(tmp_path, layout):
     db, d = tmp_path / "s.duckdb", tmp_path / "pq"
     part = ["--partitioned"] if layout == "partitioned" else []

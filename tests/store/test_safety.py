@@ -292,7 +292,8 @@ def test_decompression_bomb_is_refused_in_bounded_memory(tmp_path):
     assert int(peak_kb) / 1024 < 2048, peak_kb
 
 
-@pytest.mark.parametrize("kind", ["utf8_bom", "utf16", "utf16le_nobom", "gzip_junk", "lone_surrogate"])
+@pytest.mark.parametrize("kind", [pytest.param("utf8_bom", marks=pytest.mark.slow), "utf16", pytest.param("utf16le_nobom", marks=pytest.mark.slow),
+                                  "gzip_junk", pytest.param("lone_surrogate", marks=pytest.mark.slow)])
 def test_encodings_and_wrappers_read_like_the_plain_file(tmp_path, kind):
     import codecs
 
