@@ -49,7 +49,7 @@ def independent_counts(trace) -> Counter:
     return c
 
 
-@pytest.mark.parametrize("path", slow_if_large(KINETO_FILES), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", slow_if_large(KINETO_FILES, 2**18), ids=lambda p: p.name)
 def test_counts_match_json(path, convert):
     trace = load_json(path)
     want = independent_counts(trace)

@@ -19,9 +19,10 @@ from conftest import FIXTURES, load_json, need
 LAB = FIXTURES / "labelled"
 LABELS = json.loads((LAB / "labels.json").read_text())
 CASES = [(c, f) for c, lab in LABELS["cases"].items() for f in lab.get("formats", LABELS["formats"])]
-# the default run diagnoses each injected cause in its nsys capture and the healthy controls in
-# both formats; the causes' Kineto captures (and the tests reading all of them) run under -m slow
-SLOW_CASES = {(c, "kineto") for c, lab in LABELS["cases"].items() if lab["cause"] is not None}
+# the default run diagnoses each injected cause in its nsys capture and each healthy control in
+# one format; the other captures (and the tests reading all of them) run under -m slow
+SLOW_CASES = {(c, "kineto") for c, lab in LABELS["cases"].items() if lab["cause"] is not None} | {
+    ("graph_replay", "nsys"), ("gemm_loop", "kineto")}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,7 @@ def test_injected_cause_is_the_top_finding(lab, case, fmt):
     assert len(su) == 1 and su[0].severity == "low" and su[0].time_ns > 0
 
 
+@pytest.mark.slow
 def test_startup_is_before_the_first_step(lab):
     """nsys: the steady window starts at the first NVTX 'step' (or the first GPU op after it)."""
     for case in LABELS["cases"]:
@@ -174,6 +176,7 @@ def test_pageable_copy_transfer_time(lab):
     assert f.severity == "high" and f.share_pct > 90
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,util", [("graph_replay", 85), ("gemm_loop", 95)])
 def test_negative_controls_are_busy(lab, case, util):
     """The healthy controls keep the GPU busy in their steady state (the start-up before the
