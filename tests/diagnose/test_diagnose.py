@@ -868,6 +868,7 @@ def test_plural():
     assert plural(1, "launch", nouns="launches") == "1 launch" and plural(3, "launch", nouns="launches") == "3 launches"
 
 
+@pytest.mark.slow  # (the text report: test_text_report_reads_in_blocks)
 def test_texts_say_one_in_the_singular(stores):
     """The real matmul ncu results: the GEMM runs 1 wave (ncu's 'Waves Per SM' is 1 in the CSV),
     said '1 wave'; no '1 <plural noun>' anywhere in the text and Markdown reports of real captures;

@@ -22,7 +22,7 @@ CASES = [(c, f) for c, lab in LABELS["cases"].items() for f in lab.get("formats"
 # the default run diagnoses each injected cause in its nsys capture and each healthy control in
 # one format; the other captures (and the tests reading all of them) run under -m slow
 SLOW_CASES = {(c, "kineto") for c, lab in LABELS["cases"].items() if lab["cause"] is not None} | {
-    ("graph_replay", "nsys"), ("gemm_loop", "kineto")}
+    ("graph_replay", "nsys"), ("gemm_loop", "kineto"), ("graphs_whole", "nsys")}  # (graphs_whole: the test below)
 
 
 @pytest.fixture(scope="module")

@@ -213,6 +213,7 @@ def test_ranks_script_writes_its_oracle_on_cpu_ranks(convert, tmp_path):
     assert st.rows("select rank, world_size, job_id from ranks order by rank") == [(0, 2, 0), (1, 2, 0)]
 
 
+@pytest.mark.slow  # (diagnose of the DDP fixture; the view: the tests above)
 def test_rank_imbalance_says_what_the_slow_rank_did(convert):
     """diagnose's rank_imbalance names the rank the others waited for and what it was doing on the
     critical path: on the DDP fixture rank 0, whose GPU idles between launches (its host is late:

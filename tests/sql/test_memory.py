@@ -173,7 +173,8 @@ def test_allocator_churn_injected(stores, fmt):
     assert 0 < x.share_pct < 1
 
 
-@pytest.mark.parametrize("file", ["roof_b1.json.gz", pytest.param("roof_b16.sqlite", marks=pytest.mark.slow),
+@pytest.mark.parametrize("file", [pytest.param("roof_b1.json.gz", marks=pytest.mark.slow),
+                                  pytest.param("roof_b16.sqlite", marks=pytest.mark.slow),
                                   pytest.param("train.json.gz", marks=pytest.mark.slow), "train.sqlite"])
 def test_memory_controls(stores, file):
     """Healthy runs (peaks of 1.6-8 % of the GPU, no empty_cache): no memory_pressure finding."""

@@ -101,6 +101,7 @@ def test_decode_building_blocks(store):
     assert sorted(got.values()) == sorted(m[SECTORS] / m[REQUESTS] for m in kn.values() if m.get(REQUESTS))
 
 
+@pytest.mark.slow  # (diagnose of ncu sources: tests/diagnose/test_diagnose.py)
 def test_diagnose_says_memory_bound_for_the_big_gemv(tmp_path):
     pytest.importorskip("tracekit.adapters.ncu")
     from tracekit.store import Store

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import tracekit.nesting as nesting
-from conftest import FIXTURES, realworld
+from conftest import FIXTURES, realworld, slow_if_large
 from tracekit import schema
 from tracekit.native import native
 from tracekit.nesting import derive_nesting, _nest_track
@@ -106,7 +106,7 @@ def _stored_nesting(path, trace, native_nesting: bool, monkeypatch) -> dict:
 
 @pytest.mark.skipif(native is None, reason="C module not built")
 @pytest.mark.parametrize("trace", [FIXTURES / "kineto" / "decode_b1.json.gz", FIXTURES / "nsys" / "decode_b1_with_torch.sqlite"]
-                         + [p for p in realworld("kineto") if "diff_test" in p.name or "nccl" in p.name],
+                         + slow_if_large([p for p in realworld("kineto") if "diff_test" in p.name or "nccl" in p.name], 2**18),
                          ids=lambda p: p.name)
 def test_real_traces_nest_the_same_both_ways(trace, tmp_path, monkeypatch):
     sql = _stored_nesting(tmp_path / "a.duckdb", trace, False, monkeypatch)

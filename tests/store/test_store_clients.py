@@ -444,8 +444,8 @@ def test_new_stores_start_from_the_template(tmp_path, monkeypatch):
     assert a == b == c and len(a[0]) >= len(views.all_views()) and len(a[2]) == 37
 
 
-@pytest.mark.parametrize("damage", ["garbage", pytest.param("truncated", marks=pytest.mark.slow),
-                                    pytest.param("empty", marks=pytest.mark.slow)])
+@pytest.mark.slow  # (the template itself: test_new_stores_start_from_the_template)
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
 def test_a_damaged_template_is_dropped_not_fatal(tmp_path, monkeypatch, damage):
     """A template that is not a whole DuckDB file (a truncated copy, a full disk, garbage) does not
     stop conversions: the store starts empty and gets the views written, as without a cache, the
