@@ -7,7 +7,7 @@
 --   $sid  the source
 SELECT time_pct, total_ns, instances, avg_ns, med_ns, short_name, name,
        tk_is_comm_kernel(name) AS comm
-FROM hotspots WHERE source_id = $sid ORDER BY total_ns DESC LIMIT 10;
+FROM hotspots WHERE source_id = $sid ORDER BY total_ns DESC, name LIMIT 10;
 
 -- phase_ops: the ten kernels with the most time inside a phase's instances (phase_ops).
 --   $sid  the source; $phase  the phase
@@ -16,4 +16,4 @@ SELECT 100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct, sum(dur_ns)::
        any_value(short_name) AS short_name, name, tk_is_comm_kernel(name) AS comm
 FROM phase_ops WHERE source_id = $sid AND phase = $phase AND kind = 'kernel'
   AND short_name IS NOT NULL
-GROUP BY name ORDER BY total_ns DESC LIMIT 10;
+GROUP BY name ORDER BY total_ns DESC, name LIMIT 10;

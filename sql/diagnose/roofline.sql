@@ -11,7 +11,7 @@ SELECT phase, instances, bound, roof, dtype, pct_peak_flops, pct_peak_bytes, mfu
 FROM phase_roofline
 WHERE source_id = $sid
  AND phase = $phase
- AND bound IS NOT NULL AND coverage_pct >= 50 ORDER BY gpu_ns DESC LIMIT 6;
+ AND bound IS NOT NULL AND coverage_pct >= 50 ORDER BY gpu_ns DESC, phase LIMIT 6;
 
 -- whole_trace: a source's roofline operators summed (no row without operators): phase
 -- '(whole trace)', instances 1, bound NULL (the rule sets it), flops, bytes, gpu_ns, tokens NULL,
@@ -33,4 +33,4 @@ SELECT op, shapes, dtype, count(*) AS calls, sum(gpu_ns)::BIGINT AS gpu_ns,
        100.0 * sum(gpu_ns) / (SELECT sum(gpu_ns) FROM roofline WHERE source_id = $sid AND model = 'matmul')
            AS pct_of_matmul_ns
 FROM roofline WHERE source_id = $sid AND model = 'matmul' AND bound = 'latency'
-GROUP BY ALL ORDER BY gpu_ns DESC LIMIT 5;
+GROUP BY ALL ORDER BY gpu_ns DESC, op, shapes, dtype LIMIT 5;
