@@ -1,4 +1,4 @@
-"""Loads the SQL views of ``sql/`` (one view per file) into a DuckDB connection.
+"""Loads the SQL views of ``sql/<subject>/`` (one view per file) into a DuckDB connection.
 
 Each file starts with a header comment whose first line is ``-- <view>: <one-line description>``,
 followed by the exact definition, a line ``-- Uses: <the views it reads, comma-separated>`` (or
@@ -129,7 +129,7 @@ def expand(text: str) -> str:
 
 
 def _view_files() -> list[Path]:
-    # a view per file: sql/*.sql and sql/<subject>/*.sql (sql/lib/ holds the macros, sql/queries/
+    # a view per file: sql/<subject>/*.sql (sql/lib/ holds the macros, sql/queries/
     # the statements of the Python modules, `query`, sql/diagnose/ those of the diagnose rules)
     return sorted((p for p in sql_dir().rglob("*.sql") if p.parent.name not in ("lib", "queries", "diagnose")),
                   key=lambda p: p.stem)

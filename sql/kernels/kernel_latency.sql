@@ -46,7 +46,7 @@
 --                         dispatch, drain -> drain, imc_miss -> constant_cache, sleeping ->
 --                         sleeping, gmma -> tensor_wait
 --   NULL                  none holds (e.g. a GEMM at 90 % of the tensor pipes), or no data
--- remedy: the cause's remedy (the table in sql/kernel_latency.sql below, `remedies`).
+-- remedy: the cause's remedy (the table in sql/kernels/kernel_latency.sql below, `remedies`).
 -- missing: what to collect for the rules that lacked data ('' when nothing is missing).
 -- Parameters:
 --   bound_waves    (kernel_bounds)

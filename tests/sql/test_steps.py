@@ -1,6 +1,6 @@
 """Where the steps come from (issue 50): never from a library's own ranges (NCCL's, nvFuser's,
 torch's Optimizer.step#..., DLProf's markers, ...); from user ranges and ProfilerStep first, and
-without those from the repetition of the kernel sequence (steady_state, sql/steady_state.sql;
+without those from the repetition of the kernel sequence (steady_state, sql/phases/steady_state.sql;
 the range table is tk_is_library_range in sql/lib/names.sql)."""
 
 from __future__ import annotations
