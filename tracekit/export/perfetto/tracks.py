@@ -13,6 +13,18 @@ SYNTH_TID_BASE = 2_000_000_000
 MAX_DEPTH = 500  # Perfetto's slice tracker stops at 512
 
 
+def _claim_id(want: int | None, limit: int, used: set[int], synth: int) -> tuple[int, int]:
+    """An output pid or tid: `want` when it is in [1, limit) and not in `used`, else the first
+    free synthetic id from `synth` on. Marks it used; returns it and the next synthetic id to try."""
+    if want is not None and 1 <= want < limit and want not in used:
+        used.add(want)
+        return want, synth
+    while synth in used:
+        synth += 1
+    used.add(synth)
+    return synth, synth + 1
+
+
 class Track:
     """One Perfetto thread track (pid, tid) or counter track; uuid for the proto writer."""
 
@@ -113,14 +125,7 @@ class Layout:
         return u
 
     def _new_pid(self, want: int | None) -> int:
-        if want is not None and 1 <= want < HOST_PID_LIMIT and want not in self.used_pids:
-            self.used_pids.add(want)
-            return want
-        while self.next_synth_pid in self.used_pids:
-            self.next_synth_pid += 1
-        p = self.next_synth_pid
-        self.used_pids.add(p)
-        self.next_synth_pid += 1
+        p, self.next_synth_pid = _claim_id(want, HOST_PID_LIMIT, self.used_pids, self.next_synth_pid)
         return p
 
     def _new_process(self, pid, name, sort) -> Process:
@@ -166,14 +171,7 @@ class Layout:
         return p
 
     def _tid(self, proc: Process, want: int | None) -> int:
-        if want is not None and 1 <= want < SYNTH_TID_BASE and want not in proc.tids:
-            proc.tids.add(want)
-            return want
-        while proc.next_synth in proc.tids:
-            proc.next_synth += 1
-        t = proc.next_synth
-        proc.tids.add(t)
-        proc.next_synth += 1
+        t, proc.next_synth = _claim_id(want, SYNTH_TID_BASE, proc.tids, proc.next_synth)
         return t
 
     def _thread(self, key, proc: Process, want_tid, name, sort, lane: int) -> Track:
