@@ -96,10 +96,16 @@ def _utilization(p: _Plots, q: Query, srcs: dict, sids: list[int]) -> None:
     p.add("utilization", title, fig)
 
 
+def _source_rows(q: Query, src: dict, query: str, needs: tuple[str, ...] = ()) -> list[dict]:
+    """The rows of report query `query` for this source; none when the store lacks a view in `needs`."""
+    if not all(q.has(v) for v in needs):
+        return []
+    return queries.dicts(q.store, "report", query, sid=src["source_id"])
+
+
 def _top_kernels(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
-    sid = src["source_id"]
-    rows = queries.dicts(q.store, "report", "top_kernels", sid=sid)
+    rows = _source_rows(q, src, "top_kernels")
     if not rows:
         return
     rows = rows[::-1]
@@ -118,8 +124,7 @@ def _top_kernels(p: _Plots, q: Query, src: dict) -> None:
 
 def _gap_histogram(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
-    sid = src["source_id"]
-    rows = queries.dicts(q.store, "report", "gaps", sid=sid)
+    rows = _source_rows(q, src, "gaps")
     if not rows:
         return
     edges = []
@@ -152,10 +157,7 @@ def _gap_histogram(p: _Plots, q: Query, src: dict) -> None:
 
 def _phase_time(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
-    sid = src["source_id"]
-    if not q.has("phase_idle"):
-        return
-    rows = queries.dicts(q.store, "report", "phase_time", sid=sid)
+    rows = _source_rows(q, src, "phase_time", needs=("phase_idle",))
     if not rows:
         return
     fig = go.Figure()
@@ -174,10 +176,7 @@ def _phase_time(p: _Plots, q: Query, src: dict) -> None:
 
 def _roofline(p: _Plots, q: Query, src: dict) -> None:
     go = p.go
-    sid = src["source_id"]
-    if not q.has("kernel_bounds"):
-        return
-    rows = queries.dicts(q.store, "report", "kernel_bounds", sid=sid)
+    rows = _source_rows(q, src, "kernel_bounds", needs=("kernel_bounds",))
     if not rows:
         return
     roof = [r for r in rows if r.get("arithmetic_intensity") and r.get("flop_per_s")]
@@ -232,13 +231,10 @@ def _shape_roofline(p: _Plots, q: Query, src: dict) -> None:
     """The roofline from shapes (`roofline`, `phase_roofline`): one point per operator and shape
     (size = GPU time, colour = bound), one diamond per phase, the roofs of the GPU."""
     go = p.go
-    sid = src["source_id"]
-    if not (q.has("roofline") and q.has("phase_roofline")):
-        return
-    ops = queries.dicts(q.store, "report", "op_roofline", sid=sid)
+    ops = _source_rows(q, src, "op_roofline", needs=("roofline", "phase_roofline"))
     if not ops:
         return
-    phases = queries.dicts(q.store, "report", "phase_roofline", sid=sid)
+    phases = _source_rows(q, src, "phase_roofline")
     fig = go.Figure()
     pts = ops + phases
     ais = [r["intensity"] for r in pts]
