@@ -10,13 +10,10 @@ import click
 
 from . import __version__, api
 from .adapters.detect import NAMES as FORMAT_NAMES
-from .cli_common import fail, one_line_errors
+from .cli_common import DB_OPTION, OUTPUT_OPTION, fail, one_line_errors
 from .names import shown
 from .render import TIME_UNITS
 from .store import DEFAULT_DB
-
-DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
-                         help="The tracekit store (a DuckDB file).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -201,8 +198,7 @@ def _convert_spark(inputs, parquet_dir, master, spark_conf, fmt, rank, strict, r
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
               show_default=True, help="Output format (parquet needs -o). csv, json and parquet write one "
                                       "result: of several statements, one only may return rows.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of standard output.")
+@OUTPUT_OPTION
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Set a view parameter (a DuckDB variable read by the views), e.g. --param bucket_ns=1000000; "
                    "a NAME no view reads is refused.")

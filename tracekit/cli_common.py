@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -13,7 +14,13 @@ from .adapters.base import TraceError
 from .budget import BudgetError
 from .names import shown
 from .outputs import OutputError
-from .store import StoreError
+from .store import DEFAULT_DB, StoreError
+
+#: the options several commands take alike
+DB_OPTION = click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
+                         help="The tracekit store (a DuckDB file).")
+OUTPUT_OPTION = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+                             help="Write to this file instead of standard output.")
 
 
 def fail(msg: str) -> None:

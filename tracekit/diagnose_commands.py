@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from .cli_common import fail, one_line_errors
+from .cli_common import DB_OPTION, OUTPUT_OPTION, fail, one_line_errors
 from .names import printable
 from .outputs import atomic_output, refuse_store
-from .store import DEFAULT_DB, os_error_line
+from .store import os_error_line
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -42,16 +42,14 @@ def _thresholds_epilog() -> str:
 
 @click.command("diagnose", epilog=_thresholds_epilog(),
                context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
-@click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
-              help="The tracekit store (a DuckDB file).")
+@DB_OPTION
 @click.option("--source", "source_id", type=int, metavar="ID", help="Diagnose only this source (default: every source).")
 @click.option("--phase", metavar="NAME", help="Diagnose only the time inside the instances of this phase "
                               "(NVTX range / record_function name, '#N' suffix dropped).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
               show_default=True, help="Output format; html is a self-contained report with plots "
                                       "(needs the 'report' extra: pip install 'tracekit-gpu[report]', in a clone pip install -e '.[report]').")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of standard output.")
+@OUTPUT_OPTION
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a threshold (repeatable); the list is below.")
 @click.option("--evidence", "evidence_rows", default=5, show_default=True, metavar="N",
@@ -102,8 +100,7 @@ def diagnose_cmd(db, source_id, phase, fmt, output, thresholds, evidence_rows, f
 @click.option("--new-phase", metavar="NAME", help="... and inside this phase of the new side (e.g. eager_step vs graph_step).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of standard output.")
+@OUTPUT_OPTION
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a diagnose threshold for the finding comparison (see `tracekit diagnose -h`).")
 @click.option("--max-rows", "--max-kernels", "max_rows", default=25, show_default=True, metavar="N",

@@ -9,9 +9,8 @@ from pathlib import Path
 import click
 
 from ..api import open_store
-from ..cli_common import fail, one_line_errors
+from ..cli_common import DB_OPTION, fail, one_line_errors
 from ..outputs import refuse_store
-from ..store import DEFAULT_DB
 from .perfetto import ExportError, ExportOptions, export_perfetto, output_format
 
 _UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -53,8 +52,7 @@ def export():
 
 
 @export.command("perfetto")
-@click.option("--db", "db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
-              help="The tracekit store (a DuckDB file).")
+@DB_OPTION
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Output file: .json, .json.gz (Chrome JSON) or .pftrace (Perfetto protobuf).")
 @click.option("--source", "sources", type=int, multiple=True, metavar="ID",
