@@ -8,6 +8,13 @@
 --   middle values for an even count: quantile_cont 0.5), min, max, stddev = sample standard
 --   deviation (n - 1), 0 for a single value.
 --
+-- tk_stats_by(rel) -> TABLE (rel's columns but s, time_pct, total_ns, n, avg_ns, med_ns, min_ns,
+--                            max_ns, stddev_ns)
+--   the figures of `rel` (the name of a CTE of the calling query, as a string, with the columns
+--   source_id and s = tk_stats(...) per group) as columns, and time_pct = 100 * total_ns / the
+--   sum of total_ns over the source's rows (NULL when that sum is 0): the body of each
+--   `nsys stats`-style summary.
+--
 -- tk_memop_operation(kind, copy_kind) -> VARCHAR
 --   the operation name `nsys stats` gives a memcpy / memset: '[CUDA memset]', or
 --   '[CUDA memcpy Host-to-Device]' and so on for each copy_kind ('Unknown' for others).
@@ -20,6 +27,13 @@
 CREATE OR REPLACE MACRO tk_stats(x) AS {
     'total': sum(x)::BIGINT, 'n': count(*), 'avg': avg(x), 'med': quantile_cont(x, 0.5),
     'min': min(x), 'max': max(x), 'stddev': coalesce(stddev_samp(x), 0.0)};
+
+CREATE OR REPLACE MACRO tk_stats_by(rel) AS TABLE
+    SELECT * EXCLUDE (s),
+           100.0 * s.total / nullif(sum(s.total) OVER (PARTITION BY source_id), 0) AS time_pct,
+           s.total AS total_ns, s.n AS n, s.avg AS avg_ns, s.med AS med_ns, s.min AS min_ns,
+           s.max AS max_ns, s.stddev AS stddev_ns
+    FROM query_table(rel);
 
 CREATE OR REPLACE MACRO tk_memop_operation(kind, copy_kind) AS
     CASE WHEN kind = 'memset' THEN '[CUDA memset]'

@@ -36,14 +36,8 @@ WITH per_name_s AS (
     FROM kernels
     WHERE NOT tk_is_graph_span(graph_id, graph_node_id)
     GROUP BY source_id, name
-),
-per_name AS (
-    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS instances, s.avg AS avg_ns,
-           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
-    FROM per_name_s
 )
 SELECT source_id,
-       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
-       total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name, short_name
-FROM per_name
+       time_pct, total_ns, n AS instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name, short_name
+FROM tk_stats_by('per_name_s')  -- sql/lib/summaries.sql
 ORDER BY source_id, total_ns DESC, instances DESC, name;

@@ -41,14 +41,8 @@ per_op_s AS (
            tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM ops
     GROUP BY source_id, operation
-),
-per_op AS (
-    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS count, s.avg AS avg_ns,
-           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
-    FROM per_op_s
 )
 SELECT source_id,
-       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
-       total_ns, count, avg_ns, med_ns, min_ns, max_ns, stddev_ns, operation
-FROM per_op
+       time_pct, total_ns, n AS count, avg_ns, med_ns, min_ns, max_ns, stddev_ns, operation
+FROM tk_stats_by('per_op_s')  -- sql/lib/summaries.sql
 ORDER BY source_id, total_ns DESC, count DESC, operation;

@@ -50,14 +50,8 @@ per_range_s AS (
            tk_stats(dur_ns) AS s  -- sql/lib/summaries.sql
     FROM ranges
     GROUP BY source_id, range, style
-),
-per_range AS (
-    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS instances, s.avg AS avg_ns,
-           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
-    FROM per_range_s
 )
 SELECT source_id,
-       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
-       total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, style, range, domain, name
-FROM per_range
+       time_pct, total_ns, n AS instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, style, range, domain, name
+FROM tk_stats_by('per_range_s')  -- sql/lib/summaries.sql
 ORDER BY source_id, total_ns DESC, instances DESC, range;

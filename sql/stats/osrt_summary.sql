@@ -31,14 +31,8 @@ WITH per_name_s AS (
     FROM events
     WHERE category = 'osrt'
     GROUP BY source_id, name
-),
-per_name AS (
-    SELECT * EXCLUDE (s), s.total AS total_ns, s.n AS num_calls, s.avg AS avg_ns,
-           s.med AS med_ns, s.min AS min_ns, s.max AS max_ns, s.stddev AS stddev_ns
-    FROM per_name_s
 )
 SELECT source_id,
-       100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY source_id), 0) AS time_pct,
-       total_ns, num_calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
-FROM per_name
+       time_pct, total_ns, n AS num_calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
+FROM tk_stats_by('per_name_s')  -- sql/lib/summaries.sql
 ORDER BY source_id, total_ns DESC, num_calls DESC, name;
