@@ -13,7 +13,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from .. import __version__, budget, schema
+from .. import __version__, budget, schema, views
 from ..adapters import detect
 from ..adapters.base import Accounting, Progress, TraceError
 from ..names import plural, shown
@@ -50,7 +50,7 @@ class SourceSummary:
 
 def next_source_id(con: duckdb.DuckDBPyConnection) -> int:
     """The source_id the next source of the store gets."""
-    return con.execute("SELECT coalesce(max(source_id), -1) + 1 FROM sources").fetchall()[0][0]
+    return con.execute(views.query("convert", "next_source_id")).fetchall()[0][0]
 
 
 def convert_source(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, progress: Progress | None = None,
@@ -150,43 +150,25 @@ def finish_source(con: duckdb.DuckDBPyConnection, source_id: int, path: Path, fm
     # the one pid of the source's calls with that correlation.  The reader fills most from the
     # calls it saw before (kineto/gpu_pid.py): those that another call contradicts are taken
     # back here (an UPDATE of no rows, as a rule), then the rows without one are filled.
+    q = views.queries("convert")
+    sid = {"sid": source_id}
     if schema.pid_from_launch(fmt):
         for t in schema.GPU_TABLES:
-            con.execute(
-                f"""UPDATE {t} AS g SET pid = NULL FROM api_calls AS a
-                    WHERE g.source_id = $sid AND a.source_id = $sid AND g.pid IS NOT NULL
-                      AND a.correlation_id = g.correlation_id AND a.pid <> g.pid""", {"sid": source_id})
+            con.execute(q["pid_contradicted"].replace("{{table}}", t), sid)
     # The correlation -> pid map is built once, and only when some GPU row lacks its pid
     # (nsys rows have it: no pass over its millions of API calls), of the correlations of
-    # those rows only (the reader filled most: the 179 MB capture's map had 69 k calls for a
-    # few memops, 27 ms)
-    need = [t for t in schema.GPU_TABLES if con.execute(
-        f"SELECT 1 FROM {t} WHERE source_id = $sid AND pid IS NULL AND correlation_id IS NOT NULL "
-        "LIMIT 1", {"sid": source_id}).fetchall()]
+    # those rows only (the reader filled most)
+    need = [t for t in schema.GPU_TABLES if con.execute(q["pid_missing"].replace("{{table}}", t), sid).fetchall()]
     if need:
-        wanted = " UNION ALL ".join(f"SELECT correlation_id FROM {t} WHERE source_id = $sid AND pid IS NULL"
-                                    for t in need)
-        con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE __tk_corr_pid AS
-                SELECT correlation_id, any_value(pid) AS pid FROM api_calls
-                WHERE source_id = $sid AND correlation_id IS NOT NULL AND correlation_id IN ({wanted})
-                GROUP BY correlation_id HAVING count(DISTINCT pid) = 1""", {"sid": source_id})
+        wanted = " UNION ALL ".join(q["pid_wanted"].replace("{{table}}", t) for t in need)
+        con.execute(q["corr_pid"].replace("{{wanted}}", wanted), sid)
         try:
             for t in need:
-                con.execute(
-                    f"""UPDATE {t} AS g SET pid = a.pid FROM __tk_corr_pid AS a
-                        WHERE g.source_id = $sid AND g.pid IS NULL
-                          AND g.correlation_id = a.correlation_id""", {"sid": source_id})
+                con.execute(q["fill_pid"].replace("{{table}}", t), sid)
         finally:
             con.execute("DROP TABLE __tk_corr_pid")
     nest_source(con, source_id, held or [], lambda b: insert(con, "events", b))
-    span = con.execute(
-        " UNION ALL ".join(
-            f"SELECT min({s}), max({e}) FROM {t} WHERE source_id = $sid"
-            for t, s, e in (("kernels", "start_ns", "end_ns"), ("memops", "start_ns", "end_ns"),
-                            ("api_calls", "start_ns", "end_ns"), ("events", "start_ns", "end_ns"),
-                            ("syncs", "start_ns", "end_ns"), ("counters", "ts_ns", "ts_ns"))),
-        {"sid": source_id}).fetchall()
+    span = con.execute(q["span"], sid).fetchall()
     los = [r[0] for r in span if r[0] is not None]
     his = [r[1] for r in span if r[1] is not None]
     row = {
