@@ -81,36 +81,8 @@ from __future__ import annotations
 
 from .adapter import NsysAdapter, sniff
 from .args import args_arrow, args_joined, args_sql
-from .common import (
-                     API_CLASSES,
-                     COPY_KINDS,
-                     CUDA_BACKTRACE,
-                     CUPTI_OVERHEAD,
-                     EVENT_CLASS_LABELS,
-                     GRAPH_TRACE,
-                     KERNEL,
-                     MEM_KIND_LABELS,
-                     MEM_KINDS,
-                     MEM_OPS,
-                     MEM_USAGE,
-                     MEMCPY,
-                     MEMSET,
-                     NO_STREAM,
-                     NSYS_MARKERS,
-                     NSYS_REP_MAGIC,
-                     NVTX_BY_DESIGN,
-                     NVTX_DOMAIN_CREATE,
-                     NVTX_MARK,
-                     NVTX_RANGES,
-                     NVTX_TYPE_LABELS,
-                     OSRT_CLASS,
-                     READ_TABLES,
-                     RUNTIME,
-                     SYNC,
-                     SYNC_TYPES,
-                     decode_pid,
-                     decode_tid,
-)
+from .common import (CUPTI_OVERHEAD, GRAPH_TRACE, KERNEL, MEM_USAGE, MEMCPY, MEMSET, RUNTIME, SYNC, decode_pid,
+                     decode_tid)
 from .reader import (  # tuning: patch them on nsys.reader, where they are read
                      CHUNK_ROWS,
                      FAST_READERS,
