@@ -26,6 +26,10 @@ from .common import (
 )
 
 
+#: the columns every GPU activity table has (kernels, graph launches, memcpy, memset, syncs)
+ACTIVITY = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid"]
+
+
 class GpuTables:
     def _kernels_lacking(self) -> None:
         """An export without the kernel table (trimmed, or renamed by another nsys version) whose
@@ -50,19 +54,32 @@ class GpuTables:
             + "; export again with CUDA tracing on (nsys export --type sqlite of the full report)",
             example=None, n=n)
 
+    def _activity(self, t: str, table: str, more: list[str], columns, select=None):
+        """The rows of the GPU activity table `t` as `table` batches: the columns every activity
+        row has (device, context, stream, interval, pid, correlation id, args) and those that
+        `columns(c, n, I)` gives for a chunk (c: its columns, I: a column as int64), which win.
+        A row without a usable interval is skipped."""
+        wanted = ACTIVITY + more
+        for rows, c in (select or self._select)(t, wanted):
+            n = len(rows)
+            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
+            start, end = self._times(t, c, n)
+            cols = {"device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
+                    "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
+                    "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId")}
+            cols.update(columns(c, n, I))
+            cols.setdefault("args", c["__args"])  # last: the columns read above keep raw values there
+            batch = self._batch(table, n, cols)
+            yield from self._emit(table, batch, self._valid_interval(t, rows, wanted, start, end))
+            self._tick(n)
+
     def _kernels(self):
         t = KERNEL
         if t not in self.tables:
             self._kernels_lacking()
             return
-        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                  "demangledName", "shortName", "mangledName", "launchType", "registersPerThread",
-                  "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "staticSharedMemory",
-                  "dynamicSharedMemory", "graphNodeId", "graphId"]
-        for rows, c in self._select_fast(t, wanted):
-            n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
-            start, end = self._times(t, c, n)
+
+        def columns(c, n, I):
             name = self._lookup(t, c, "demangledName")
             short = self._lookup(t, c, "shortName")
             if name.null_count:  # no demangled name: fall back to the short name
@@ -71,116 +88,65 @@ class GpuTables:
                 short = pc.coalesce(short, pa.array([short_kernel_name(x) for x in name.to_pylist()],
                                                     pa.string()))
             st, dy = I("staticSharedMemory"), I("dynamicSharedMemory")
-            batch = self._batch("kernels", n, {
-                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": name, "short_name": short,
-                "mangled_name": self._lookup(t, c, "mangledName"),
-                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
-                "grid_x": I("gridX"), "grid_y": I("gridY"), "grid_z": I("gridZ"),
-                "block_x": I("blockX"), "block_y": I("blockY"), "block_z": I("blockZ"),
-                "registers_per_thread": I("registersPerThread"), "static_shared_bytes": st,
-                "dynamic_shared_bytes": dy, "shared_bytes": pc.add(st, dy),
-                "graph_id": I("graphId"), "graph_node_id": I("graphNodeId"),
-                "launch_type": I("launchType"), "args": c["__args"]})
-            yield from self._emit("kernels", batch, self._valid_interval(t, rows, wanted, start, end))
-            self._tick(n)
+            return {"name": name, "short_name": short, "mangled_name": self._lookup(t, c, "mangledName"),
+                    "grid_x": I("gridX"), "grid_y": I("gridY"), "grid_z": I("gridZ"),
+                    "block_x": I("blockX"), "block_y": I("blockY"), "block_z": I("blockZ"),
+                    "registers_per_thread": I("registersPerThread"), "static_shared_bytes": st,
+                    "dynamic_shared_bytes": dy, "shared_bytes": pc.add(st, dy),
+                    "graph_id": I("graphId"), "graph_node_id": I("graphNodeId"),
+                    "launch_type": I("launchType")}
+        yield from self._activity(t, "kernels", [
+            "demangledName", "shortName", "mangledName", "launchType", "registersPerThread", "gridX", "gridY",
+            "gridZ", "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "graphNodeId",
+            "graphId"], columns, select=self._select_fast)
 
     def _graph_trace(self):
-        t = GRAPH_TRACE
-        if t not in self.tables:
-            return
-        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                  "graphId"]
-        for rows, c in self._select(t, wanted):
-            n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
-            start, end = self._times(t, c, n)
+        def columns(c, n, I):
             name = [f"[CUDA graph {g}]" if g is not None else "[CUDA graph]" for g in c["graphId"]]
-            batch = self._batch("kernels", n, {
-                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": name, "short_name": name, "pid": decode_pid(I("globalPid")),
-                "correlation_id": I("correlationId"), "graph_id": I("graphId"), "args": c["__args"]})
-            yield from self._emit("kernels", batch, self._valid_interval(t, rows, wanted, start, end))
-            self._tick(n)
+            return {"name": name, "short_name": name, "graph_id": I("graphId")}
+        if GRAPH_TRACE in self.tables:
+            yield from self._activity(GRAPH_TRACE, "kernels", ["graphId"], columns)
 
     def _memcpy(self):
-        t = MEMCPY
-        if t not in self.tables:
-            return
-        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                  "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"]
         names: dict = {}
-        for rows, c in self._select(t, wanted):
-            n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
-            start, end = self._times(t, c, n)
+
+        def columns(c, n, I):
             ck, sk, dk = c["copyKind"], c["srcKind"], c["dstKind"]
             keys = list(zip(ck, sk, dk))
             for k in set(keys) - names.keys():
                 names[k] = memcpy_name(*k)
-            batch = self._batch("memops", n, {
-                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "kind": pa.nulls(n, pa.string()).fill_null("memcpy"),
-                "copy_kind": [COPY_KINDS.get(x, "unknown") for x in ck],
-                "src_kind": [MEM_KINDS.get(x) for x in sk], "dst_kind": [MEM_KINDS.get(x) for x in dk],
-                "bytes": I("bytes"), "name": [names[k] for k in keys],
-                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
-                "graph_node_id": I("graphNodeId"),
-                "args": merge_unknown_enums(c["__args"], (("copyKind", ck, COPY_KINDS),
-                                                           ("srcKind", sk, MEM_KINDS),
-                                                           ("dstKind", dk, MEM_KINDS)))})
-            yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
-            self._tick(n)
+            return {"kind": pa.nulls(n, pa.string()).fill_null("memcpy"),
+                    "copy_kind": [COPY_KINDS.get(x, "unknown") for x in ck],
+                    "src_kind": [MEM_KINDS.get(x) for x in sk], "dst_kind": [MEM_KINDS.get(x) for x in dk],
+                    "bytes": I("bytes"), "name": [names[k] for k in keys], "graph_node_id": I("graphNodeId"),
+                    "args": merge_unknown_enums(c["__args"], (("copyKind", ck, COPY_KINDS),
+                                                               ("srcKind", sk, MEM_KINDS),
+                                                               ("dstKind", dk, MEM_KINDS)))}
+        if MEMCPY in self.tables:
+            yield from self._activity(MEMCPY, "memops", ["bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"],
+                                      columns)
 
     def _memset(self):
-        t = MEMSET
-        if t not in self.tables:
-            return
-        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                  "bytes", "memKind", "graphNodeId"]
-        for rows, c in self._select(t, wanted):
-            n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
-            start, end = self._times(t, c, n)
+        def columns(c, n, I):
             mk = c["memKind"]
-            batch = self._batch("memops", n, {
-                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": I("streamId"),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "kind": pa.nulls(n, pa.string()).fill_null("memset"),
-                "dst_kind": [MEM_KINDS.get(x) for x in mk], "bytes": I("bytes"),
-                "name": [f"Memset ({MEM_KIND_LABELS.get(x, 'Unknown')})" for x in mk],
-                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
-                "graph_node_id": I("graphNodeId"),
-                "args": merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))})
-            yield from self._emit("memops", batch, self._valid_interval(t, rows, wanted, start, end))
-            self._tick(n)
+            return {"kind": pa.nulls(n, pa.string()).fill_null("memset"),
+                    "dst_kind": [MEM_KINDS.get(x) for x in mk], "bytes": I("bytes"),
+                    "name": [f"Memset ({MEM_KIND_LABELS.get(x, 'Unknown')})" for x in mk],
+                    "graph_node_id": I("graphNodeId"),
+                    "args": merge_unknown_enums(c["__args"], (("memKind", mk, MEM_KINDS),))}
+        if MEMSET in self.tables:
+            yield from self._activity(MEMSET, "memops", ["bytes", "memKind", "graphNodeId"], columns)
 
     def _syncs(self):
-        t = SYNC
-        if t not in self.tables:
-            return
-        wanted = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                  "syncType", "eventId"]
-        for rows, c in self._select(t, wanted):
-            n = len(rows)
-            I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
-            start, end = self._times(t, c, n)
+        def columns(c, n, I):
             stream, event = I("streamId"), I("eventId")  # 4294967295: no stream / no event
-            stream = pc.if_else(pc.equal(stream, NO_STREAM), pa.scalar(None, pa.int64()), stream)
-            event = pc.if_else(pc.equal(event, NO_STREAM), pa.scalar(None, pa.int64()), event)
             st = c["syncType"]
-            batch = self._batch("syncs", n, {
-                "device_id": I("deviceId"), "context_id": I("contextId"), "stream_id": stream,
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "sync_type": [SYNC_TYPES.get(x, "unknown") for x in st],
-                "pid": decode_pid(I("globalPid")), "correlation_id": I("correlationId"),
-                "event_id": event,
-                "args": merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))})
-            yield from self._emit("syncs", batch, self._valid_interval(t, rows, wanted, start, end))
-            self._tick(n)
+            return {"stream_id": pc.if_else(pc.equal(stream, NO_STREAM), pa.scalar(None, pa.int64()), stream),
+                    "event_id": pc.if_else(pc.equal(event, NO_STREAM), pa.scalar(None, pa.int64()), event),
+                    "sync_type": [SYNC_TYPES.get(x, "unknown") for x in st],
+                    "args": merge_unknown_enums(c["__args"], (("syncType", st, SYNC_TYPES),))}
+        if SYNC in self.tables:
+            yield from self._activity(SYNC, "syncs", ["syncType", "eventId"], columns)
 
     def _memory_usage(self):
         """CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage=true): every allocation and free the
