@@ -30,6 +30,14 @@ from .common import (
 
 
 class HostTables:
+    def _thread_events(self, n: int, g, start, end, name, category: str, args, **more) -> dict:
+        """The columns of an `events` batch of n host intervals of one category, on the threads
+        of the globalTid array `g`, with the columns `more`."""
+        return {"event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
+                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start), "name": name,
+                "category": pa.nulls(n, pa.string()).fill_null(category),
+                "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": args, **more}
+
     def _runtime(self):
         t = RUNTIME
         if t not in self.tables:
@@ -64,12 +72,10 @@ class HostTables:
                 "return_value": ret})
             yield from self._emit("api_calls", api, pc.and_(ok, is_api))
             if pc.any(is_bt).as_py():
-                ev = self._batch("events", n, {
-                    **common, "event_id": self._event_ids(n), "name": base,
-                    "category": pa.nulls(n, pa.string()).fill_null("cuda_backtrace"),
-                    "is_instant": pa.nulls(n, pa.bool_()).fill_null(False),
-                    # events have no return_value column: keep it in args
-                    "args": merge_unknown_enums(seq(c["__args"]), (("returnValue", seq(c["returnValue"]), {}),))})
+                # events have no return_value column: keep it in args
+                args = merge_unknown_enums(seq(c["__args"]), (("returnValue", seq(c["returnValue"]), {}),))
+                ev = self._batch("events", n, self._thread_events(
+                    n, g, start, end, base, "cuda_backtrace", args, correlation_id=common["correlation_id"]))
                 yield from self._emit("events", ev, pc.and_(ok, is_bt))
             other = pc.and_(ok, pc.invert(pc.or_(is_api, is_bt)))
             if pc.any(other).as_py():
@@ -168,12 +174,8 @@ class HostTables:
             g = I("globalTid")
             is_call = pc.or_(pc.equal(klass, OSRT_CLASS), pc.is_null(klass)).fill_null(False)
             mask = self._valid_interval(t, rows, wanted, start, end, among=is_call)
-            batch = self._batch("events", n, {
-                "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._lookup(t, c, "nameId"),
-                "category": pa.nulls(n, pa.string()).fill_null("osrt"),
-                "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
+            name = self._lookup(t, c, "nameId")
+            batch = self._batch("events", n, self._thread_events(n, g, start, end, name, "osrt", c["__args"]))
             yield from self._emit("events", batch, mask)
             if not pc.all(is_call).as_py():
                 for i in (i for i, v in enumerate(is_call.to_pylist()) if not v):
@@ -193,13 +195,9 @@ class HostTables:
             I = lambda k: self._ints(t, c, k, n)  # noqa: E731, B023 (called in this iteration only)
             start, end = self._times(t, c, n)
             g = I("globalTid")
-            batch = self._batch("events", n, {
-                "event_id": self._event_ids(n), "pid": decode_pid(g), "tid": decode_tid(g),
-                "start_ns": start, "end_ns": end, "dur_ns": pc.subtract(end, start),
-                "name": self._lookup(t, c, "nameId"),
-                "category": pa.nulls(n, pa.string()).fill_null("overhead"),
-                "correlation_id": I("correlationId"),
-                "is_instant": pa.nulls(n, pa.bool_()).fill_null(False), "args": c["__args"]})
+            name, corr = self._lookup(t, c, "nameId"), I("correlationId")
+            batch = self._batch("events", n, self._thread_events(n, g, start, end, name, "overhead",
+                                                                 c["__args"], correlation_id=corr))
             yield from self._emit("events", batch, self._valid_interval(t, rows, wanted, start, end))
             self._tick(n)
 
