@@ -149,6 +149,26 @@ class CsvPages:
             return False
         return True
 
+    def _checked_rows(self, path, header, reader, it, row, ragged_min, line0, ends_nl):
+        """`row`, then the rows of the iterator `it` over `reader`, that `_check_row` accepts, each
+        with its line number (the row after each is read first: the last row is checked as such)."""
+        while row is not None:
+            lineno = line0 + reader.line_num
+            nxt = next(it, None)
+            if self._check_row(path, header, row, ragged_min, lineno, nxt is None, ends_nl):
+                yield row, lineno
+            row = nxt
+
+    def _metric(self, path, lineno, raw_value: str, raw_unit: str | None) -> tuple[str | None, float | None]:
+        """(unit, value) of a metric cell, normalized to base units; a locale-formatted number
+        (``1,5``) is refused: the whole file would be misread."""
+        unit, factor = normalize_unit(raw_unit)
+        value = metric_value(raw_value, factor, self.accounting)
+        if value is None and raw_value and raw_unit and LOCALE_NUMBER.match(raw_value.strip()):
+            raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
+                             "re-export with LC_ALL=C so that '.' is the decimal mark")
+        return unit, value
+
     def _repeated(self, key, row) -> bool:
         """A row the file already gave (a raw-page result ID met again; a details-page (ID,
         section, body item, metric or rule) met again: two captures' tables pasted into one
@@ -196,21 +216,15 @@ class CsvPages:
         ragged_min = i_val + 1
         metrics = b["ncu_metrics"]
         it = iter(reader)
-        row = next(it, None)
         n = 0
-        while row is not None:
-            lineno = line0 + reader.line_num
-            nxt = next(it, None)
-            if not self._check_row(path, header, row, ragged_min, lineno, nxt is None, ends_nl):
-                row = nxt
-                continue
+        for row, lineno in self._checked_rows(path, header, reader, it, next(it, None), ragged_min, line0,
+                                              ends_nl):
             if len(row) < width:
                 row = row + [""] * (width - len(row))
             if self._repeated((row[0], row[i_sec] if i_sec is not None else None,
                                row[i_body] if i_body is not None else None, row[i_name],
                                row[i_rule] if i_rule is not None else None,
                                row[i_rdesc] if i_rdesc is not None else None), row):
-                row = nxt
                 continue
             r = self._result(row, col, header)
             name = row[i_name]
@@ -219,11 +233,7 @@ class CsvPages:
             if name:
                 body = (row[i_body] or None) if i_body is not None else None
                 raw_unit, raw_value = row[i_unit], row[i_val]
-                unit, factor = normalize_unit(raw_unit)
-                value = metric_value(raw_value, factor, acc)
-                if value is None and raw_value and raw_unit and LOCALE_NUMBER.match(raw_value.strip()):
-                    raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
-                                     "re-export with LC_ALL=C so that '.' is the decimal mark")
+                unit, value = self._metric(path, lineno, raw_value, raw_unit)
                 metrics.add(id=r.id, section=section, body_item=body, name=name, unit=unit,
                             value=value, raw_value=raw_value, raw_unit=raw_unit)
                 self._note_metric(r, name, value, raw_value, label=body is None and "__" not in name,
@@ -247,7 +257,6 @@ class CsvPages:
                 if progress:
                     progress(pos(), total)
                 yield from b.ready()
-            row = nxt
 
     def _raw_rows(self, path, header, col, reader, line0, pos, total, progress, ends_nl):
         b = self._b
@@ -255,27 +264,20 @@ class CsvPages:
                        if h not in ID_COLUMNS and not is_nvtx_column(h)]
         units: list[str] | None = None
         it = iter(reader)
-        row = next(it, None)
-        if row is not None and row and row[0] == "" and not any(
-                row[i] for i in (col["ID"], col["Kernel Name"]) if i < len(row)):
-            units = row + [""] * (len(header) - len(row))
-            row = next(it, None)
+        first = next(it, None)
+        if first is not None and first and first[0] == "" and not any(
+                first[i] for i in (col["ID"], col["Kernel Name"]) if i < len(first)):
+            units = first + [""] * (len(header) - len(first))
+            first = next(it, None)
         metrics = b["ncu_metrics"]
         n = 0
         width = len(header)
-        while row is not None:
-            lineno = line0 + reader.line_num
-            nxt = next(it, None)
-            if not self._check_row(path, header, row, width, lineno, nxt is None, ends_nl):
-                row = nxt
-                continue
+        for row, lineno in self._checked_rows(path, header, reader, it, first, width, line0, ends_nl):
             if len(row) > width and any(row[width:]):  # values beyond the header: misaligned
                 self.accounting.skip(f"row with values beyond the header's {width} columns (the "
                                      "columns do not line up with the header)", ",".join(row))
-                row = nxt
                 continue
             if self._repeated(int(row[0]), row):
-                row = nxt
                 continue
             r = self._result(row, col, header)
             for i, name in metric_cols:
@@ -283,11 +285,7 @@ class CsvPages:
                 if raw_value == "":
                     continue  # not collected for this result
                 raw_unit = units[i] if units is not None else None
-                unit, factor = normalize_unit(raw_unit)
-                value = metric_value(raw_value, factor, self.accounting)
-                if value is None and raw_unit and LOCALE_NUMBER.match(raw_value.strip()):
-                    raise TraceError(path, f"numbers are locale-formatted ({raw_value!r} at line {lineno})",
-                                     "re-export with LC_ALL=C so that '.' is the decimal mark")
+                unit, value = self._metric(path, lineno, raw_value, raw_unit)
                 metrics.add(id=r.id, section=None, body_item=None, name=name, unit=unit, value=value,
                             raw_value=raw_value, raw_unit=raw_unit)
                 self._note_metric(r, name, value, raw_value, label=False)
@@ -295,7 +293,6 @@ class CsvPages:
             if progress:
                 progress(pos(), total)
             yield from b.ready()
-            row = nxt
 
     def _note_metric(self, r: Result, name: str, value, raw_value, label: bool, unit=None) -> None:
         if label:
