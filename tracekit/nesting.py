@@ -64,12 +64,8 @@ def _int64_buffers(arr: pa.Array) -> tuple:
     return values, (validity if arr.null_count else None)
 
 
-_NEST_COLS = "event_id, pid, tid, device_id, stream_id, start_ns, end_ns"
-# the order of `nest` (tracekit/_native.c): track (NULLs first), start, end descending, event id
-_NEST_ORDER = ("pid NULLS FIRST, tid NULLS FIRST, device_id NULLS FIRST, stream_id NULLS FIRST, "
-               "start_ns, end_ns DESC, event_id")
-
-
+# the columns `native.nest` takes, as the statements of sql/queries/nesting.sql read them
+_NEST_COLS = ("event_id", "pid", "tid", "device_id", "stream_id", "start_ns", "end_ns")
 _TRACK = ("pid", "tid", "device_id", "stream_id")
 
 
@@ -105,11 +101,14 @@ def _nest_table(tbl: pa.Table, want_stack: bool = False):
     return fix, _rows(stack[0])
 
 
+def _q(name: str) -> str:
+    """Statement ``name`` of sql/queries/nesting.sql."""
+    from . import views  # here: views imports DuckDB, which the Kineto reader does without
+    return views.query("nesting", name)
+
+
 def _update(con: duckdb.DuckDBPyConnection, source_id: int, src: str, lo: int, hi: int) -> None:
-    con.execute(f"""UPDATE events AS e SET depth = f.depth, parent_id = f.parent_id
-                    FROM {src} AS f WHERE e.source_id = $sid AND e.event_id = f.event_id
-                    AND e.event_id BETWEEN $lo AND $hi AND f.event_id BETWEEN $lo AND $hi""",
-                {"sid": source_id, "lo": lo, "hi": hi})
+    con.execute(_q("write_back").replace("{{fix}}", src), {"sid": source_id, "lo": lo, "hi": hi})
 
 
 def _write_back(con: duckdb.DuckDBPyConnection, source_id: int, fix: pa.Table) -> None:
@@ -131,31 +130,25 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
     second temporary table and written back in UPDATEs of a piece's worth of event ids.  So the
     memory it takes does not grow with the source."""
     piece = _piece_rows()
-    n = con.execute("SELECT count(*) FROM events WHERE source_id = $sid AND depth IS NULL",
-                    {"sid": source_id}).fetchall()[0][0]
+    n = con.execute(_q("unnested_count"), {"sid": source_id}).fetchall()[0][0]
     if not n:
         return
     if n > piece and "want_stack" not in (native.nest.__doc__ or ""):
         _derive_nesting_sql(con, source_id)  # a module built before pieces (rebuild it: tracekit/native.py)
         return
     if n <= piece:
-        tbl = con.sql(f"SELECT {_NEST_COLS} FROM events WHERE source_id = $sid AND depth IS NULL",
-                      params={"sid": source_id}).to_arrow_table()
+        tbl = con.sql(_q("unnested"), params={"sid": source_id}).to_arrow_table()
         fix = _nest_table(tbl)
         del tbl
         _write_back(con, source_id, fix)
         return
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE __tk_nord AS SELECT {_NEST_COLS} FROM events
-                    WHERE source_id = $sid AND depth IS NULL ORDER BY {_NEST_ORDER}""", {"sid": source_id})
-    con.execute("CREATE OR REPLACE TEMP TABLE __tk_nfix (event_id BIGINT, depth INTEGER, parent_id BIGINT)")
+    con.execute(_q("sorted_unnested"), {"sid": source_id})
+    con.execute(_q("fix_table"))
     try:
-        # rowids of a table created in an open transaction start high (DuckDB's transaction-local
-        # storage), contiguous in the sorted order
-        base = con.execute("SELECT min(rowid) FROM __tk_nord").fetchall()[0][0]
+        base = con.execute(_q("sorted_base")).fetchall()[0][0]
         carry = None  # the rows left on the stack by the piece before
         for off in range(base, base + n, piece):
-            tbl = con.sql(f"SELECT {_NEST_COLS} FROM __tk_nord WHERE rowid >= $a AND rowid < $b ORDER BY rowid",
-                          params={"a": off, "b": off + piece}).to_arrow_table()
+            tbl = con.sql(_q("piece"), params={"a": off, "b": off + piece}).to_arrow_table()
             k = 0
             if carry is not None and carry.num_rows:
                 k = carry.num_rows
@@ -164,10 +157,10 @@ def _derive_nesting_native(con: duckdb.DuckDBPyConnection, source_id: int) -> No
             carry = tbl.take(stack)
             con.from_arrow(fix.slice(k)).insert_into("__tk_nfix")
             del tbl, fix
-        if con.execute("SELECT count(*) FROM __tk_nfix").fetchall()[0][0] != n:  # never: a bug
+        if con.execute(_q("fix_count")).fetchall()[0][0] != n:  # never: a bug
             raise RuntimeError("nesting: not every event was nested")
         con.execute("DROP TABLE __tk_nord")
-        lo, hi = con.execute("SELECT min(event_id), max(event_id) FROM __tk_nfix").fetchall()[0]
+        lo, hi = con.execute(_q("fix_span")).fetchall()[0]
         width = max(1, (hi - lo + 1) * piece // n)  # slices of about a piece of rows where ids are dense
         for a in range(lo, hi + 1, width):
             _update(con, source_id, "__tk_nfix", a, min(hi, a + width - 1))
@@ -186,85 +179,29 @@ def _derive_nesting_sql(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     That holds exactly when every event ends no later than the parent found that way (checked);
     tracks where it does not (partial overlaps) get the rule above event by event (`_nest_track`).
     """
-    # tracks numbered through a small table of distinct tracks (a hash join), not a window over
-    # all events; positions by one sort per track
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE __tk_ord AS
-           WITH ev AS (SELECT event_id, start_ns, end_ns, pid, tid, device_id, stream_id FROM events
-                       WHERE source_id = $sid AND depth IS NULL),
-           tr AS (SELECT pid, tid, device_id, stream_id,
-                         row_number() OVER (ORDER BY pid, tid, device_id, stream_id) AS track
-                  FROM (SELECT DISTINCT pid, tid, device_id, stream_id FROM ev))
-           SELECT event_id, start_ns AS s, end_ns AS e, track,
-                  row_number() OVER (PARTITION BY track ORDER BY start_ns, end_ns DESC, event_id) - 1 AS pos
-           FROM ev JOIN tr ON ev.pid IS NOT DISTINCT FROM tr.pid AND ev.tid IS NOT DISTINCT FROM tr.tid
-                AND ev.device_id IS NOT DISTINCT FROM tr.device_id
-                AND ev.stream_id IS NOT DISTINCT FROM tr.stream_id""", {"sid": source_id})
-    if not con.execute("SELECT count(*) FROM __tk_ord").fetchall()[0][0]:
+    con.execute(_q("ordered"), {"sid": source_id})  # (the method: sql/queries/nesting.sql)
+    if not con.execute(_q("ordered_count")).fetchall()[0][0]:
         con.execute("DROP TABLE __tk_ord")
         return
-    # depth_i = pos_i - #(earlier events with e <= s_i), counted in one sweep over the start
-    # and end points of the track: an end point sorts before the start points at its time, except
-    # a zero-length event's, which sorts right after its own start point.  The sweep sorts only
-    # (track, pos, time) and joins the rest back.
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE __tk_depth AS
-           WITH sweep AS (
-               SELECT track, pos, is_start,
-                      sum(1 - is_start) OVER (PARTITION BY track ORDER BY t, tie, pos, is_start DESC
-                                              ROWS UNBOUNDED PRECEDING) AS n_closed
-               FROM (SELECT track, pos, s AS t, 1 AS tie, 1 AS is_start FROM __tk_ord
-                     UNION ALL
-                     SELECT track, pos, e, (e = s)::INTEGER, 0 FROM __tk_ord))
-           SELECT o.event_id, o.track, o.pos, o.e, o.pos - w.n_closed AS depth
-           FROM sweep w JOIN __tk_ord o USING (track, pos) WHERE w.is_start = 1""")
+    con.execute(_q("depths"))
     con.execute("DROP TABLE __tk_ord")
-    lo, hi, tracks, positions = con.execute(
-        "SELECT min(depth), max(depth), max(track), max(pos) FROM __tk_depth").fetchall()[0]
-    if lo >= 0 and hi < 4000 and tracks < 1 << 20 and positions < 1 << 31:
-        # the parent is the last earlier event of the track one level up: with (track, depth,
-        # pos) packed into one BIGINT (20 + 12 + 31 bits) that is a one-key ASOF lookup of
-        # (track, depth - 1, pos) whose match must have the same (track, depth - 1)
-        con.execute(
-            """CREATE OR REPLACE TEMP TABLE __tk_nest AS
-               WITH k AS (SELECT event_id, track, e, depth,
-                                 (track << 43) + ((depth + 1) << 31) + pos AS key FROM __tk_depth),
-               m AS (SELECT c.event_id, c.track, c.depth, c.e,
-                            CASE WHEN p.key >> 31 = (c.key >> 31) - 1 THEN p.event_id END AS parent_id,
-                            CASE WHEN p.key >> 31 = (c.key >> 31) - 1 THEN p.e END AS parent_e
-                     FROM k c ASOF LEFT JOIN k p ON c.key - (1::BIGINT << 31) > p.key)
-               SELECT event_id, track, depth::INTEGER AS depth, parent_id,
-                      depth > 0 AND (parent_id IS NULL OR e > parent_e) AS bad
-               FROM m""")
-    else:
-        con.execute(
-            """CREATE OR REPLACE TEMP TABLE __tk_nest AS
-               SELECT c.event_id, c.track, c.depth::INTEGER AS depth, p.event_id AS parent_id,
-                      c.depth < 0 OR (c.depth > 0 AND (p.event_id IS NULL OR c.e > p.e)) AS bad
-               FROM __tk_depth c ASOF LEFT JOIN __tk_depth p
-                    ON p.track = c.track AND p.depth = c.depth - 1 AND c.pos > p.pos""")
+    lo, hi, tracks, positions = con.execute(_q("depth_range")).fetchall()[0]
+    # the parent by a one-key ASOF join where (track, depth, pos) packs into one BIGINT
+    packed = lo >= 0 and hi < 4000 and tracks < 1 << 20 and positions < 1 << 31
+    con.execute(_q("parents_packed" if packed else "parents"))
     con.execute("DROP TABLE __tk_depth")
-    bad = [r[0] for r in con.execute("SELECT DISTINCT track FROM __tk_nest WHERE bad").fetchall()]
+    bad = [r[0] for r in con.execute(_q("bad_tracks")).fetchall()]
     if bad:  # partial overlaps: the event-by-event rule on those tracks
-        tbl = con.sql(
-            """SELECT event_id, start_ns, end_ns, t.track FROM events
-               JOIN (SELECT event_id, track FROM __tk_nest WHERE list_contains($bad, track)) t
-               USING (event_id)
-               WHERE source_id = $sid
-               ORDER BY t.track, start_ns, end_ns DESC, event_id""",
-            params={"sid": source_id, "bad": bad}).to_arrow_table()
+        tbl = con.sql(_q("bad_events"), params={"sid": source_id, "bad": bad}).to_arrow_table()
         fix = _nest_track(tbl.column("event_id").to_pylist(), tbl.column("start_ns").to_pylist(),
                           tbl.column("end_ns").to_pylist(), tbl.column("track").to_pylist())
         con.register("__tk_fix", fix)
         try:
-            con.execute("""UPDATE __tk_nest AS n SET depth = f.depth, parent_id = f.parent_id
-                           FROM __tk_fix AS f WHERE n.event_id = f.event_id""")
+            con.execute(_q("fix_nest"))
         finally:
             con.unregister("__tk_fix")
     try:
-        con.execute("""UPDATE events AS e SET depth = n.depth, parent_id = n.parent_id
-                       FROM __tk_nest AS n WHERE e.source_id = $sid AND e.event_id = n.event_id""",
-                    {"sid": source_id})
+        con.execute(_q("write_nest"), {"sid": source_id})
     finally:
         con.execute("DROP TABLE __tk_nest")
 
@@ -308,21 +245,16 @@ def renest_tracks(con: duckdb.DuckDBPyConnection, source_id: int, tracks: list,
     late = pa.Table.from_batches(held) if held else None
     keys = pa.table({k: pa.array([t[i] for t in tracks], typ) for i, (k, typ) in
                      enumerate(zip(_TRACK, (pa.int64(), pa.int64(), pa.int32(), pa.int64())))})
-    on = " AND ".join(f"e.{k} IS NOT DISTINCT FROM t.{k}" for k in _TRACK)
     con.register("__tk_late", keys)
     try:
-        n = con.execute(f"SELECT count(*) FROM events e SEMI JOIN __tk_late t ON {on} "
-                        "WHERE e.source_id = $sid", {"sid": source_id}).fetchall()[0][0]
+        n = con.execute(_q("late_count"), {"sid": source_id}).fetchall()[0][0]
         if native is None or n + (late.num_rows if late else 0) > _piece_rows():
-            con.execute(f"""UPDATE events AS e SET depth = NULL, parent_id = NULL FROM __tk_late AS t
-                            WHERE e.source_id = $sid AND {on}""", {"sid": source_id})
+            con.execute(_q("late_reset"), {"sid": source_id})
             return late
-        rows = con.sql(f"SELECT {', '.join('e.' + c for c in _NEST_COLS.split(', '))}, e.depth, e.parent_id "
-                       f"FROM events e SEMI JOIN __tk_late t ON {on} WHERE e.source_id = $sid",
-                       params={"sid": source_id}).to_arrow_table()
+        rows = con.sql(_q("late_rows"), params={"sid": source_id}).to_arrow_table()
     finally:
         con.unregister("__tk_late")
-    cols = _NEST_COLS.split(", ")
+    cols = list(_NEST_COLS)
     both = rows.select(cols)
     if late is not None:
         both = pa.concat_tables([both, late.select(cols).cast(both.schema)])
@@ -350,11 +282,9 @@ def _late_tracks(con: duckdb.DuckDBPyConnection, source_id: int, held: list) -> 
     """The tracks (pid, tid, device_id, stream_id) that a reader began to nest and left to the
     store: those of the rows of depth NULL, held or stored, in a source with rows nested already
     (none where the reader nested nothing: `derive_nesting` nests the whole source)."""
-    if not con.execute("SELECT 1 FROM events WHERE source_id = $sid AND depth IS NOT NULL LIMIT 1",
-                       {"sid": source_id}).fetchall():
+    if not con.execute(_q("any_nested"), {"sid": source_id}).fetchall():
         return []
-    keys = set(con.execute(f"SELECT DISTINCT {', '.join(_TRACK)} FROM events "
-                           "WHERE source_id = $sid AND depth IS NULL", {"sid": source_id}).fetchall())
+    keys = set(con.execute(_q("unnested_tracks"), {"sid": source_id}).fetchall())
     for b in held:
         keys.update(zip(*(b.column(k).to_pylist() for k in _TRACK)))
     return sorted(keys, key=repr)
@@ -466,7 +396,7 @@ class StreamNesting:
         on the tracks left to the store)."""
         if not batches or not self.active:
             return batches
-        new = pa.Table.from_batches(batches).select(_NEST_COLS.split(", "))
+        new = pa.Table.from_batches(batches).select(list(_NEST_COLS))
         carry = self._carry if self._carry is not None else new.schema.empty_table()
         while True:
             skip = self._late_mask(new)
