@@ -13,14 +13,28 @@ WHERE source_id = $sid
  AND phase = $phase
  AND bound IS NOT NULL AND coverage_pct >= 50 ORDER BY gpu_ns DESC, phase LIMIT 6;
 
--- whole_trace: a source's roofline operators summed (no row without operators): phase
--- '(whole trace)', instances 1, bound NULL (the rule sets it), flops, bytes, gpu_ns, tokens NULL,
--- the compute roof of the dtype with the most FLOPs, the memory roof.
---   $sid  the source
-SELECT '(whole trace)' AS phase, 1 AS instances, NULL AS bound, sum(flops) AS flops,
-       sum(bytes) AS bytes, sum(gpu_ns) AS gpu_ns, NULL AS tokens,
-       arg_max(peak_flops_per_s, flops) AS peak_flops_per_s, max(peak_bytes_per_s) AS peak_bytes_per_s
-FROM roofline WHERE source_id = $sid HAVING count(*) > 0;
+-- whole_trace: a source's roofline operators summed, where it has operators, both device peaks
+-- and GPU time: phase '(whole trace)', instances 1, flops, bytes, gpu_ns, tokens NULL, the compute
+-- roof of the dtype with the most FLOPs, the memory roof, pct_peak_flops / pct_peak_bytes (of the
+-- summed GPU time), roof and bound (tk_roof, tk_roof_bound: the rule of roofline's rows).
+--   $sid  the source; $latency_pct  diagnose's latency_pct
+WITH w AS (
+    SELECT sum(flops) AS flops, sum(bytes) AS bytes, sum(gpu_ns) AS gpu_ns,
+           arg_max(peak_flops_per_s, flops) AS peak_flops_per_s, max(peak_bytes_per_s) AS peak_bytes_per_s
+    FROM roofline WHERE source_id = $sid HAVING count(*) > 0
+),
+p AS (
+    SELECT *, 100 * flops / (gpu_ns * 1e-9) / peak_flops_per_s AS pct_peak_flops,
+           100 * coalesce(bytes, 0) / (gpu_ns * 1e-9) / peak_bytes_per_s AS pct_peak_bytes,
+           flops / nullif(bytes, 0) AS intensity
+    FROM w WHERE peak_flops_per_s > 0 AND peak_bytes_per_s > 0 AND gpu_ns > 0
+)
+SELECT '(whole trace)' AS phase, 1 AS instances, flops, bytes, gpu_ns, NULL AS tokens,
+       peak_flops_per_s, peak_bytes_per_s, pct_peak_flops, pct_peak_bytes,
+       tk_roof(flops, intensity, peak_flops_per_s, peak_bytes_per_s) AS roof,
+       tk_roof_bound(flops, intensity, pct_peak_flops, pct_peak_bytes, peak_flops_per_s,
+                     peak_bytes_per_s, $latency_pct) AS bound
+FROM p;
 
 -- latency_matmuls: a source's five latency-bound matmul shapes with the most GPU time: op,
 -- shapes, dtype, calls, gpu_ns, the mean pct_peak_bytes / pct_peak_flops (summed in one order,

@@ -216,13 +216,9 @@ SELECT r.source_id, r.event_id, r.op, CAST(r.dims AS VARCHAR) AS shapes, r.dtype
        r.pid, r.tid, r.start_ns, r.end_ns, r.device_id, r.kernel, r.gpu_ops, r.gpu_ns,
        r.gpu_start_ns, r.gpu_end_ns, r.flops, r.bytes, r.intensity, r.flops_per_s, r.bytes_per_s,
        r.peak_flops_per_s, r.peak_bytes_per_s, r.pct_peak_flops, r.pct_peak_bytes,
-       CASE WHEN r.flops > 0 AND r.intensity >= r.peak_flops_per_s / r.peak_bytes_per_s THEN 'compute'
-            ELSE 'memory' END AS roof,
-       CASE WHEN r.peak_bytes_per_s IS NULL OR r.peak_flops_per_s IS NULL THEN NULL
-            WHEN greatest(coalesce(r.pct_peak_flops, 0), coalesce(r.pct_peak_bytes, 0))
-                 < getvariable('latency_pct') THEN 'latency'
-            WHEN r.flops > 0 AND r.intensity >= r.peak_flops_per_s / r.peak_bytes_per_s THEN 'compute'
-            ELSE 'memory' END AS bound,
+       tk_roof(r.flops, r.intensity, r.peak_flops_per_s, r.peak_bytes_per_s) AS roof,  -- sql/lib/peaks.sql
+       tk_roof_bound(r.flops, r.intensity, r.pct_peak_flops, r.pct_peak_bytes, r.peak_flops_per_s,
+                     r.peak_bytes_per_s, getvariable('latency_pct')) AS bound,
        r.device,
        n.roofline_bound AS ncu_bound, n.dram_pct AS ncu_dram_pct, n.sm_pct AS ncu_sm_pct
 FROM r

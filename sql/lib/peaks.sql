@@ -21,6 +21,17 @@
 -- tk_peak_flops(p, dtype) -> DOUBLE
 --   the dense peak FLOP/s of peaks row p (a struct of tk_device_peaks' columns) for a dtype class
 --   (`tk_dtype_class`: 'fp8', 'bf16', 'fp16', 'fp32', 'fp64', 'int8'); the bf16 peak for NULL.
+--
+-- tk_roof(flops, intensity, peak_flops_per_s, peak_bytes_per_s) -> VARCHAR
+--   the roof that limits work of this arithmetic intensity (FLOP/byte): 'compute' when it does
+--   FLOPs and its intensity is at or right of the ridge point (peak FLOP/s / peak bytes/s),
+--   else 'memory'.
+--
+-- tk_roof_bound(flops, intensity, pct_peak_flops, pct_peak_bytes, peak_flops_per_s,
+--               peak_bytes_per_s, latency_pct) -> VARCHAR
+--   what bounds it: NULL when a peak is unknown; 'latency' when it reaches less than latency_pct
+--   % of both the peak FLOP/s and the peak bandwidth (NULL percentages count as 0); else its roof
+--   (`tk_roof`). The one rule of `roofline`, `phase_roofline` and diagnose's whole-trace row.
 CREATE OR REPLACE MACRO tk_device_peaks() AS TABLE
     SELECT * FROM (VALUES
         --  prio  pattern                 device               DRAM B/s  fp8       bf16      fp16      tf32      fp32     fp64     int8
@@ -47,3 +58,13 @@ CREATE OR REPLACE MACRO tk_peak_flops(p, dtype) AS
       WHEN 'fp8' THEN p.fp8 WHEN 'bf16' THEN p.bf16 WHEN 'fp16' THEN p.fp16
       WHEN 'fp32' THEN p.fp32 WHEN 'fp64' THEN p.fp64 WHEN 'int8' THEN p.int8
     END;
+
+CREATE OR REPLACE MACRO tk_roof(flops, intensity, peak_flops_per_s, peak_bytes_per_s) AS
+    CASE WHEN flops > 0 AND intensity >= peak_flops_per_s / peak_bytes_per_s THEN 'compute'
+         ELSE 'memory' END;
+
+CREATE OR REPLACE MACRO tk_roof_bound(flops, intensity, pct_peak_flops, pct_peak_bytes,
+                                      peak_flops_per_s, peak_bytes_per_s, latency_pct) AS
+    CASE WHEN peak_flops_per_s IS NULL OR peak_bytes_per_s IS NULL THEN NULL
+         WHEN greatest(coalesce(pct_peak_flops, 0), coalesce(pct_peak_bytes, 0)) < latency_pct THEN 'latency'
+         ELSE tk_roof(flops, intensity, peak_flops_per_s, peak_bytes_per_s) END;

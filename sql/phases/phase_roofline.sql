@@ -114,12 +114,9 @@ SELECT source_id, phase, instances, gpu_ns, span_ns, modelled_gpu_ns,
        100 * flops_per_s / peak_flops_per_s AS pct_peak_flops,
        100 * bytes_per_s / peak_bytes_per_s AS pct_peak_bytes,
        100 * flops / (span_ns * 1e-9) / peak_flops_per_s AS mfu_pct,
-       CASE WHEN flops > 0 AND intensity >= peak_flops_per_s / peak_bytes_per_s THEN 'compute' ELSE 'memory' END AS roof,
-       CASE WHEN peak_flops_per_s IS NULL OR peak_bytes_per_s IS NULL THEN NULL
-            WHEN greatest(coalesce(100 * flops_per_s / peak_flops_per_s, 0), coalesce(100 * bytes_per_s / peak_bytes_per_s, 0))
-                 < getvariable('latency_pct') THEN 'latency'
-            WHEN flops > 0 AND intensity >= peak_flops_per_s / peak_bytes_per_s THEN 'compute'
-            ELSE 'memory' END AS bound,
+       tk_roof(flops, intensity, peak_flops_per_s, peak_bytes_per_s) AS roof,  -- sql/lib/peaks.sql
+       tk_roof_bound(flops, intensity, 100 * flops_per_s / peak_flops_per_s, 100 * bytes_per_s / peak_bytes_per_s,
+                     peak_flops_per_s, peak_bytes_per_s, getvariable('latency_pct')) AS bound,
        dtype, tokens::BIGINT AS tokens,
        flops / tokens AS flops_per_token, bytes / tokens AS bytes_per_token, gpu_ns / tokens AS gpu_ns_per_token
 FROM j;

@@ -41,8 +41,7 @@ ALLOWED = [
 ]
 
 #: files still being moved or split by other work (each entry goes when that work lands)
-ALLOWED_TEMPORARILY = [
-]
+ALLOWED_TEMPORARILY: list[tuple[str, str]] = []
 
 #: modules over MAX_LINES that other work is splitting (each entry goes when that work lands)
 LONG_TEMPORARILY: list[tuple[str, str]] = []

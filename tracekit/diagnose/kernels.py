@@ -60,15 +60,8 @@ def roofline(rules: Rules, sid: int, phase: str | None) -> Finding | None:
     pq = statement("roofline", "phase_roofline", sid=sid, phase=phase or None)
     rows = q.dicts(pq)
     if not rows and phase is None:
-        pq = statement("roofline", "whole_trace", sid=sid)
-        rows = [r for r in q.dicts(pq) if r["peak_flops_per_s"] and r["peak_bytes_per_s"] and r["gpu_ns"]]
-        for r in rows:
-            r["pct_peak_flops"] = 100 * r["flops"] / (r["gpu_ns"] * 1e-9) / r["peak_flops_per_s"]
-            r["pct_peak_bytes"] = 100 * (r["bytes"] or 0) / (r["gpu_ns"] * 1e-9) / r["peak_bytes_per_s"]
-            ridge = r["peak_flops_per_s"] / r["peak_bytes_per_s"]
-            r["roof"] = "compute" if r["bytes"] and r["flops"] / r["bytes"] >= ridge else "memory"
-            r["bound"] = ("latency" if max(r["pct_peak_flops"], r["pct_peak_bytes"]) < rules.th["latency_pct"]
-                          else r["roof"])
+        pq = statement("roofline", "whole_trace", sid=sid, latency_pct=rules.th["latency_pct"])
+        rows = q.dicts(pq)
     if not rows:
         return None
     parts = []
