@@ -80,25 +80,16 @@ pi AS MATERIALIZED (
 devs AS (
     SELECT DISTINCT source_id, phase, category, device_id FROM po
 ),
-w AS (
-    SELECT d.source_id, d.phase, d.category, d.device_id, i.start_ns AS s, i.window_end_ns AS e
+w AS (  -- the instances' windows on each device the phase ran on
+    SELECT {'source_id': d.source_id, 'phase': d.phase, 'category': d.category, 'device_id': d.device_id} AS key,
+           i.start_ns, i.window_end_ns AS end_ns
     FROM devs d JOIN pi i USING (source_id, phase, category)
 ),
-o AS (
-    SELECT *, max(e) OVER (PARTITION BY source_id, phase, category, device_id ORDER BY s, e
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
-    FROM w
-),
-isl AS (
-    SELECT *, sum(CASE WHEN prev_e IS NULL OR s > prev_e THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY source_id, phase, category, device_id ORDER BY s, e
-                        ROWS UNBOUNDED PRECEDING) AS island
-    FROM o
-),
-u AS (  -- prev_e: the end of the interval before (for counting a gap that spans both once)
-    SELECT *, lag(e) OVER (PARTITION BY source_id, phase, category, device_id ORDER BY s) AS prev_e
-    FROM (SELECT source_id, phase, category, device_id, min(s) AS s, max(e) AS e
-          FROM isl GROUP BY source_id, phase, category, device_id, island)
+u AS (  -- their union; prev_e: the end of the interval before (for counting a gap that spans both once)
+    SELECT key.source_id AS source_id, key.phase AS phase, key.category AS category,
+           key.device_id AS device_id, start_ns AS s, end_ns AS e,
+           lag(end_ns) OVER (PARTITION BY key ORDER BY start_ns) AS prev_e
+    FROM tk_merge_intervals('w')  -- sql/lib/intervals.sql
 ),
 span AS (
     SELECT source_id, phase, category, device_id, sum(e - s)::BIGINT AS span_ns FROM u GROUP BY ALL
