@@ -271,9 +271,10 @@ def _parts(path):
     return lines[:n], "\n".join(lines[n:]).strip()
 
 
-@pytest.mark.parametrize("name", ["hotspots", "idle_gaps", "lib/host_calls", "lib/intervals"])
-def test_views_doc_prints_the_header_as_written_and_the_sql(name):
-    path = views.sql_dir() / f"{name}.sql"
+@pytest.mark.parametrize("name,file", [("hotspots", "stats/hotspots"), ("idle_gaps", "gpu/idle_gaps"),
+                                       ("lib/host_calls", "lib/host_calls"), ("lib/intervals", "lib/intervals")])
+def test_views_doc_prints_the_header_as_written_and_the_sql(name, file):
+    path = views.sql_dir() / f"{file}.sql"
     header, statement = _parts(path)
     code, out, err = run("views", "--doc", name)
     assert code == 0, err
