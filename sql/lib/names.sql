@@ -80,7 +80,8 @@
 -- tk_comm_library(name) -> VARCHAR
 --   the communication library a kernel name belongs to, NULL for a kernel that is not
 --   communication. The one table of communication-kernel name patterns (first match wins; RE2
---   regular expressions on the full kernel name, as nsys and Kineto write it):
+--   regular expressions on the full kernel name, as nsys and Kineto write it; one combined test
+--   of the substrings they need runs first, so a kernel that is not communication costs one pass):
 --     library     pattern                                        e.g.
 --     'rccl'      rccl (any case; RCCL also runs kernels named    rcclGenericKernel<1, false>(ncclDevKernelArgsStorage<4096ul>)
 --                 ncclDevKernel_*: those read as 'nccl')
@@ -142,6 +143,9 @@ CREATE OR REPLACE MACRO tk_is_graph_span(graph_id, graph_node_id) AS (graph_id I
 
 CREATE OR REPLACE MACRO tk_comm_library(name) AS
     CASE
+      -- one pass for what every pattern below needs (most kernels: none), the patterns after it
+      WHEN NOT regexp_matches(name, '(?i:ccl|nvshmem)|_on_stream_kernel|deep_ep::|dpsk::ep::|cross_device_reduce_|multimem_|one_shot_|two_shot_')
+        THEN NULL
       WHEN regexp_matches(name, '(?i)rccl') THEN 'rccl'
       WHEN regexp_matches(name, '(?i)nccl') THEN 'nccl'
       WHEN regexp_matches(name, '(^|[^A-Za-z0-9_])(deep_ep|dpsk::ep)::(intranode|internode|internode_ll)::')
