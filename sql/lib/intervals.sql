@@ -53,11 +53,19 @@ CREATE OR REPLACE MACRO tk_enclosing(ranges, points) AS TABLE
 --   class. Method: one time-ordered pass per GPU over the operations' starts and ends with a
 --   running count per class.
 CREATE OR REPLACE MACRO tk_busy_segments(rel) AS TABLE
-    WITH ops AS (
-        SELECT source_id, device_id, start_ns, end_ns,
+    WITH src AS MATERIALIZED (
+        SELECT source_id, device_id, start_ns, end_ns, kind, name
+        FROM query_table(rel) WHERE device_id IS NOT NULL AND end_ns > start_ns
+    ),
+    classes AS (  -- each distinct kernel name classified once (the name patterns cost µs a row)
+        SELECT kind, name,
                CASE WHEN kind = 'memcpy' THEN 2 WHEN kind = 'memset' THEN 3
                     WHEN tk_kernel_type(kind, name) = 'communication' THEN 1 ELSE 0 END AS cls
-        FROM query_table(rel) WHERE device_id IS NOT NULL AND end_ns > start_ns
+        FROM (SELECT DISTINCT kind, name FROM src)
+    ),
+    ops AS MATERIALIZED (
+        SELECT s.source_id, s.device_id, s.start_ns, s.end_ns, c.cls
+        FROM src s JOIN classes c ON c.kind IS NOT DISTINCT FROM s.kind AND c.name IS NOT DISTINCT FROM s.name
     ),
     edges AS (
         SELECT source_id, device_id, start_ns AS t, 1 AS d, cls FROM ops
