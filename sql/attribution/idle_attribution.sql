@@ -46,11 +46,16 @@
 -- trace (or its thread is unknown), the gap is one piece 'unknown'.
 -- Method (no effect on the result): one time-ordered pass per (thread, GPU) over the boundaries
 -- of the thread's events, API calls, sync / compile intervals and late gaps: running counts of
--- the open intervals of each kind, and the innermost open event (an event's start makes it the
--- innermost, its end makes its parent the innermost: `events.parent_id`); the last API call's
--- and the last mark's start instant as a running max, their names looked up by it (a running
--- max costs a third of DuckDB's last_value IGNORE NULLS over long runs of NULLs); a range launched GPU
--- work when the running count of API calls with a correlation id grew between its start and end.
+-- the open intervals of each kind and of the launches so far (nine counters packed into three
+-- running sums, 32 bits a count and 64 for the launches: a count is at most half the pass's
+-- rows, far below 2^31, so no field spills into the next), the gap
+-- open (a running max: gaps are disjoint and numbered in time order), and the innermost open
+-- event (an event's start makes it the innermost, its end makes its parent the innermost:
+-- `events.parent_id`); the last API call's and the last mark's start instant as a running max,
+-- their names looked up by it (a running max costs a third of DuckDB's last_value IGNORE NULLS
+-- over long runs of NULLs); a range launched GPU work when the running count of API calls with a
+-- correlation id grew between its start and end. Event and API names are classified once per
+-- distinct name.
 -- Rows are in no particular order.
 -- Parameters (kernel_wait_ns, idle_gaps' own, has no effect here):
 --   plan_min_ns      1000000  a cuDNN / cuBLAS op or an API call at least this long builds a plan, ns
@@ -82,26 +87,46 @@ WITH g AS MATERIALIZED (
 late AS MATERIALIZED (
     SELECT * FROM g WHERE launch_ns > start_ns AND pid IS NOT NULL AND tid IS NOT NULL
 ),
-thr AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid, device_id FROM late),
-tids AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid FROM thr),
-ev AS MATERIALIZED (  -- the threads' ranges, with what their names mark
-    SELECT source_id, pid, tid, event_id, parent_id, depth, start_ns, end_ns, name, category,
-           CASE WHEN m0 = 'plan' THEN CASE WHEN dur_ns >= getvariable('plan_min_ns')
-                                           THEN 'plan' END
-                ELSE m0 END AS mark
-    FROM (SELECT e.*, tk_host_mark(e.category, e.name) AS m0
-          FROM events e
-          JOIN tids t ON t.source_id = e.source_id AND t.pid = e.pid AND t.tid = e.tid
-          WHERE NOT coalesce(e.is_instant, false) AND e.end_ns > e.start_ns)
+thr AS MATERIALIZED (  -- k numbers the (thread, GPU) pairs: the pass's one partition key
+    SELECT *, row_number() OVER (ORDER BY source_id, pid, tid, device_id) AS k
+    FROM (SELECT DISTINCT source_id, pid, tid, device_id FROM late)
 ),
-api AS (
+tids AS MATERIALIZED (SELECT DISTINCT source_id, pid, tid FROM thr),
+ev0 AS MATERIALIZED (
+    SELECT e.source_id, e.pid, e.tid, e.event_id, e.parent_id, e.depth, e.start_ns, e.end_ns, e.dur_ns,
+           e.name, e.category
+    FROM events e
+    JOIN tids t ON t.source_id = e.source_id AND t.pid = e.pid AND t.tid = e.tid
+    WHERE NOT coalesce(e.is_instant, false) AND e.end_ns > e.start_ns
+),
+ev_names AS (  -- what each distinct event name marks, decided once per name
+    SELECT category, name, tk_host_mark(category, name) AS m0, tk_is_op_range(category, name) AS is_op
+    FROM (SELECT DISTINCT category, name FROM ev0)
+),
+ev AS MATERIALIZED (  -- the threads' ranges, with what their names mark
+    SELECT e.*, n.is_op,
+           CASE WHEN n.m0 = 'plan' THEN CASE WHEN e.dur_ns >= getvariable('plan_min_ns') THEN 'plan' END
+                ELSE n.m0 END AS mark
+    FROM ev0 e
+    JOIN ev_names n ON n.category IS NOT DISTINCT FROM e.category AND n.name IS NOT DISTINCT FROM e.name
+),
+api0 AS MATERIALIZED (
     SELECT a.source_id, a.pid, a.tid, a.start_ns, a.end_ns, a.name,
-           CASE WHEN a.correlation_id IS NOT NULL THEN 1 ELSE 0 END AS is_launch,
-           CASE WHEN regexp_matches(a.name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)')
-                THEN 1 ELSE 0 END AS is_alloc
+           CASE WHEN a.correlation_id IS NOT NULL THEN 1 ELSE 0 END AS is_launch
     FROM api_calls a
     JOIN tids t ON t.source_id = a.source_id AND t.pid = a.pid AND t.tid = a.tid
     WHERE a.end_ns > a.start_ns
+),
+api_names AS (  -- each distinct API name classified once
+    SELECT name,
+           CASE WHEN regexp_matches(name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)')
+                THEN 1 ELSE 0 END AS is_alloc,
+           tk_sync_kind(name) IS NULL AND NOT tk_is_graph_launch(name) AS may_plan
+    FROM (SELECT DISTINCT name FROM api0)
+),
+api AS MATERIALIZED (
+    SELECT a.*, n.is_alloc, n.may_plan
+    FROM api0 a JOIN api_names n ON n.name IS NOT DISTINCT FROM a.name
 ),
 syncs AS (
     SELECT s.source_id, s.pid, s.tid, s.start_ns, s.end_ns,
@@ -117,78 +142,88 @@ comp AS (
     WHERE c.end_ns > c.start_ns
     UNION ALL  -- a long launch or attribute call: lazy module loading, a library's plan being built
     SELECT source_id, pid, tid, start_ns, end_ns FROM api
-    WHERE end_ns - start_ns >= getvariable('plan_min_ns') AND is_alloc = 0
-      AND tk_sync_kind(name) IS NULL AND NOT tk_is_graph_launch(name)
+    WHERE end_ns - start_ns >= getvariable('plan_min_ns') AND is_alloc = 0 AND may_plan
 ),
-host AS (  -- the host boundaries: o orders those at one instant (ends, then gaps, then starts)
+-- The host boundaries. o orders those at one instant (ends, then gaps, then starts); `open`
+-- packs the changes of the eight counts of open intervals into one HUGEINT, 16 bits a count:
+-- api 0, alloc 16, sync 32, copy 48, compile 64, plan 80, data 96, rank_wait 112; `n` is the
+-- same change unpacked (the sum of the counts: the pass checks the packing against it).
+host AS (
     SELECT source_id, pid, tid, start_ns AS t, 5 AS o, depth AS sub, event_id AS ev, event_id AS eid,
-           false AS is_end, 0 AS is_api, CASE WHEN mark IS NOT NULL THEN 1 ELSE 0 END AS is_mark,
-           0 AS d_api, 0 AS d_launch, 0 AS d_alloc, 0 AS d_sync, 0 AS d_copy,
-           CASE WHEN mark = 'compile' THEN 1 WHEN mark = 'plan' THEN 4096 ELSE 0 END AS d_comp,  -- plan: 4096
-           CASE WHEN mark = 'data' THEN 1 ELSE 0 END AS d_data,
-           CASE WHEN mark = 'rank_wait' THEN 1 ELSE 0 END AS d_rank
+           false AS is_end, false AS is_api, mark IS NOT NULL AS is_mark, 0::HUGEINT AS a,
+           CASE mark WHEN 'compile' THEN 1::HUGEINT << 32 WHEN 'plan' THEN 1::HUGEINT ELSE 0::HUGEINT END AS b,
+           CASE mark WHEN 'data' THEN 1::BIGINT << 32 WHEN 'rank_wait' THEN 1::BIGINT ELSE 0::BIGINT END AS c
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true, 0, 0,
-           0, 0, 0, 0, 0,
-           CASE WHEN mark = 'compile' THEN -1 WHEN mark = 'plan' THEN -4096 ELSE 0 END,
-           CASE WHEN mark = 'data' THEN -1 ELSE 0 END,
-           CASE WHEN mark = 'rank_wait' THEN -1 ELSE 0 END
+    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true,
+           false, false, 0::HUGEINT,
+           CASE mark WHEN 'compile' THEN -(1::HUGEINT << 32) WHEN 'plan' THEN -1::HUGEINT ELSE 0::HUGEINT END,
+           CASE mark WHEN 'data' THEN -(1::BIGINT << 32) WHEN 'rank_wait' THEN -1::BIGINT ELSE 0::BIGINT END
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, 1, 0,
-           1 - is_alloc, is_launch, is_alloc, 0, 0, 0, 0, 0
+    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, true, false,
+           (is_launch::HUGEINT << 64) + CASE WHEN is_alloc = 1 THEN 1::HUGEINT ELSE 1::HUGEINT << 32 END,
+           0::HUGEINT, 0::BIGINT
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, 0, 0,
-           is_alloc - 1, 0, -is_alloc, 0, 0, 0, 0, 0
+    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, false, false,
+           CASE WHEN is_alloc = 1 THEN -1::HUGEINT ELSE -(1::HUGEINT << 32) END, 0::HUGEINT, 0::BIGINT
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, 0, 0,
-           0, 0, 0, 1 - is_copy, is_copy, 0, 0, 0
+    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, false, false, 0::HUGEINT,
+           CASE WHEN is_copy = 1 THEN 1::HUGEINT << 64 ELSE 1::HUGEINT << 96 END, 0::BIGINT
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, 0, 0,
-           0, 0, 0, is_copy - 1, -is_copy, 0, 0, 0
+    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, false, false, 0::HUGEINT,
+           CASE WHEN is_copy = 1 THEN -(1::HUGEINT << 64) ELSE -(1::HUGEINT << 96) END, 0::BIGINT
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0
+    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, false, false, 0::HUGEINT, 1::HUGEINT << 32,
+           0::BIGINT
     FROM comp
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0
+    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, false, false, 0::HUGEINT, -(1::HUGEINT << 32),
+           0::BIGINT
     FROM comp
 ),
-bounds AS (  -- per (thread, GPU): the host boundaries and the late gaps' starts and ends
-    SELECT h.*, t.device_id, NULL::BIGINT AS gap
+bounds AS (  -- per (thread, GPU) k: the host boundaries and the late gaps' starts and ends
+    SELECT t.k, h.t, h.o, h.sub, h.ev, h.eid, h.is_end, h.is_api, h.is_mark, h.a, h.b, h.c,
+           NULL::BIGINT AS gap
     FROM host h
     JOIN thr t ON t.source_id = h.source_id AND t.pid = h.pid AND t.tid = h.tid
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 3, 0, NULL, NULL, false, 0, 0,
-           0, 0, 0, 0, 0, 0, 0, 0, device_id, gap_id
-    FROM late
+    SELECT t.k, l.start_ns, 3, 0, NULL, NULL, false, false, false, 0::HUGEINT, 0::HUGEINT, 0::BIGINT, 2 * l.gap_id
+    FROM late l JOIN thr t USING (source_id, pid, tid, device_id)
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 2, 0, NULL, NULL, true, 0, 0,
-           0, 0, 0, 0, 0, 0, 0, 0, device_id, 0
-    FROM late
+    SELECT t.k, l.end_ns, 2, 0, NULL, NULL, true, false, false, 0::HUGEINT, 0::HUGEINT, 0::BIGINT, 2 * l.gap_id + 1
+    FROM late l JOIN thr t USING (source_id, pid, tid, device_id)
 ),
-sweep AS MATERIALIZED (
-    SELECT source_id, pid, tid, device_id, t, eid, is_end,
-           lead(t) OVER (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid) AS next_t,
-           last_value(gap IGNORE NULLS) OVER w AS cur_gap,
-           last_value(ev IGNORE NULLS) OVER w AS cur_ev,
-           max(CASE WHEN is_api = 1 THEN t END) OVER w AS api_t,
-           max(CASE WHEN is_mark = 1 THEN t END) OVER w AS mark_t,
-           sum(d_api) OVER w AS n_api, sum(d_launch) OVER w AS n_launch, sum(d_alloc) OVER w AS n_alloc,
-           sum(d_sync) OVER w AS n_sync, sum(d_copy) OVER w AS n_copy, sum(d_comp) OVER w AS n_comp,
-           sum(d_data) OVER w AS n_data, sum(d_rank) OVER w AS n_rank
-    FROM bounds
-    WINDOW w AS (PARTITION BY source_id, pid, tid, device_id ORDER BY t, o, sub, eid ROWS UNBOUNDED PRECEDING)
+sweep AS MATERIALIZED (  -- the order (t, o, sub, eid), as one HUGEINT key and eid
+    SELECT k, t, eid, is_end, next_t, cur_ev, api_t, mark_t,
+           CASE WHEN g % 2 = 0 THEN g // 2 ELSE 0 END AS cur_gap,
+           (a >> 64)::BIGINT AS n_launch, ((a >> 32) & 4294967295)::BIGINT AS n_api,
+           (a & 4294967295)::BIGINT AS n_alloc,
+           (b >> 96)::BIGINT AS n_sync, ((b >> 64) & 4294967295)::BIGINT AS n_copy,
+           ((b >> 32) & 4294967295)::BIGINT AS n_comp, (b & 4294967295)::BIGINT AS n_plan,
+           (c >> 32)::BIGINT AS n_data, (c & 4294967295)::BIGINT AS n_rank
+    FROM (SELECT k, t, eid, is_end,
+                 lead(t) OVER (PARTITION BY k ORDER BY key, eid) AS next_t,
+                 max(gap) OVER w AS g,
+                 last_value(ev IGNORE NULLS) OVER w AS cur_ev,
+                 max(CASE WHEN is_api THEN t END) OVER w AS api_t,
+                 max(CASE WHEN is_mark THEN t END) OVER w AS mark_t,
+                 sum(a) OVER w AS a, sum(b) OVER w AS b, sum(c) OVER w AS c
+          FROM (SELECT *, (t::HUGEINT << 64) + (o::HUGEINT << 59) + (sub::BIGINT + 2147483648) AS key FROM bounds)
+          WINDOW w AS (PARTITION BY k ORDER BY key, eid ROWS UNBOUNDED PRECEDING))
 ),
-launched AS (  -- per range: API calls with a correlation id started inside it
-    SELECT source_id, pid, tid, device_id, eid,
-           max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
-    FROM sweep WHERE eid IS NOT NULL
-    GROUP BY ALL
+launched AS (  -- per range of a pass: its name, and the API calls with a correlation id started inside it
+    SELECT n.k, n.eid, n.launches, e.event_id, e.name, e.is_op
+    FROM (SELECT k, eid,
+                 max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
+          FROM sweep WHERE eid IS NOT NULL
+          GROUP BY ALL) n
+    JOIN thr th ON th.k = n.k
+    JOIN ev e ON e.source_id = th.source_id AND e.event_id = n.eid  -- event_id: unique in a source
 ),
 api_at AS (  -- the API call started last at an instant (the last of those that start together)
     SELECT source_id, pid, tid, start_ns AS t, max(name) AS name FROM api GROUP BY ALL
@@ -198,36 +233,34 @@ mark_at AS (  -- the marking event started last at an instant (the innermost of 
     WHERE mark IS NOT NULL GROUP BY ALL
 ),
 pieces AS (
-    SELECT s.source_id, s.device_id, s.pid, s.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
+    SELECT th.source_id, th.device_id, th.pid, th.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
            CASE WHEN s.n_copy > 0 THEN 'copy'
                 WHEN s.n_sync > 0 THEN 'sync'
-                WHEN s.n_comp % 4096 > 0 THEN 'compile'
+                WHEN s.n_comp > 0 THEN 'compile'
                 WHEN s.n_data > 0 THEN 'data'
                 WHEN s.n_rank > 0 THEN 'rank_wait'
                 WHEN s.n_alloc > 0 THEN 'cpu_op'
-                WHEN s.n_comp > 0 THEN 'compile'  -- in a long cuDNN / cuBLAS op (plan), no allocator call
+                WHEN s.n_plan > 0 THEN 'compile'  -- in a long cuDNN / cuBLAS op (plan), no allocator call
                 WHEN s.n_api > 0 THEN 'launch'
                 WHEN l.end_ns - l.start_ns < getvariable('dispatch_max_ns') THEN 'launch'
                 WHEN e.event_id IS NULL THEN 'untraced'
-                WHEN coalesce(n.launches, 0) = 0 OR tk_is_op_range(e.category, e.name) THEN 'cpu_op'
+                WHEN coalesce(e.launches, 0) = 0 OR e.is_op THEN 'cpu_op'
                 ELSE 'untraced'
            END AS category,
            CASE WHEN s.n_copy > 0 OR s.n_sync > 0 OR s.n_alloc > 0 OR s.n_api > 0 THEN coalesce(ca.name, e.name)
-                WHEN s.n_comp > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(cm.name, e.name)
+                WHEN s.n_comp > 0 OR s.n_plan > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(cm.name, e.name)
                 ELSE e.name END AS host_op,
            -- the host's own code, or a range on its way to a launch: after a draining sync, the
            -- sync's cost
-           s.n_copy + s.n_sync + s.n_comp + s.n_data + s.n_rank + s.n_alloc = 0
-             AND (s.n_api > 0 OR e.event_id IS NULL OR coalesce(n.launches, 0) > 0) AS own_code,
+           s.n_copy + s.n_sync + s.n_comp + s.n_plan + s.n_data + s.n_rank + s.n_alloc = 0
+             AND (s.n_api > 0 OR e.event_id IS NULL OR coalesce(e.launches, 0) > 0) AS own_code,
            l.start_ns AS gap_start_ns, l.end_ns AS gap_end_ns, l.sync_ns
     FROM sweep s
+    JOIN thr th ON th.k = s.k
     JOIN late l ON l.gap_id = s.cur_gap
-    LEFT JOIN ev e ON e.source_id = s.source_id AND e.pid = s.pid AND e.tid = s.tid AND e.event_id = s.cur_ev
-    LEFT JOIN api_at ca ON ca.source_id = s.source_id AND ca.pid = s.pid AND ca.tid = s.tid AND ca.t = s.api_t
-    LEFT JOIN mark_at cm ON cm.source_id = s.source_id AND cm.pid = s.pid AND cm.tid = s.tid AND cm.t = s.mark_t
-    LEFT JOIN launched n
-      ON n.source_id = s.source_id AND n.pid = s.pid AND n.tid = s.tid AND n.device_id = s.device_id
-     AND n.eid = s.cur_ev
+    LEFT JOIN launched e ON e.k = s.k AND e.eid = s.cur_ev
+    LEFT JOIN api_at ca ON ca.source_id = th.source_id AND ca.pid = th.pid AND ca.tid = th.tid AND ca.t = s.api_t
+    LEFT JOIN mark_at cm ON cm.source_id = th.source_id AND cm.pid = th.pid AND cm.tid = th.tid AND cm.t = s.mark_t
     WHERE s.cur_gap > 0 AND s.next_t > s.t
 ),
 drained AS (  -- gaps a sync drained: the host's own code after it is the sync's, up to sync_ns
