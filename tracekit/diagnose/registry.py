@@ -136,6 +136,8 @@ def diagnose(store, source_id: int | None = None, phase: str | None = None,
     th = resolve_thresholds(thresholds)
     apply_view_params(store, th, thresholds)
     q = Query(store, evidence_rows)
+    if source_id is None and q.has("time_breakdown"):
+        store.keep("time_breakdown")  # several rules read it: the shared views under it computed once
     r = rules.Rules(q, th)
     srcs = q.dicts(statement("scopes", "sources"))
     if source_id is not None:
