@@ -46,14 +46,15 @@
 -- trace (or its thread is unknown), the gap is one piece 'unknown'.
 -- Method (no effect on the result): one time-ordered pass per (thread, GPU) over the boundaries
 -- of the thread's events, API calls, sync / compile intervals and late gaps: running counts of
--- the open intervals of each kind and of the launches so far (nine counters packed into three
--- running sums, 32 bits a count and 64 for the launches: a count is at most half the pass's
--- rows, far below 2^31, so no field spills into the next), the gap
--- open (a running max: gaps are disjoint and numbered in time order), and the innermost open
+-- the open intervals of each kind and of the launches so far (nine counters, two to a running
+-- sum, x * 2^32 + y: a count is at most the pass's rows, so neither spills into the other), the
+-- gap open (a running max: gaps are disjoint and numbered in time order), the innermost open
 -- event (an event's start makes it the innermost, its end makes its parent the innermost:
--- `events.parent_id`); the last API call's and the last mark's start instant as a running max,
--- their names looked up by it (a running max costs a third of DuckDB's last_value IGNORE NULLS
--- over long runs of NULLs); a range launched GPU work when the running count of API calls with a
+-- `events.parent_id`), whose nearest marked ancestor-or-self is the innermost open marking
+-- event (passed down `parent_id` from each marking event); the last API call's start instant as
+-- a running max, its name
+-- looked up by it (a running max costs a third of DuckDB's last_value IGNORE NULLS over long
+-- runs of NULLs); a range launched GPU work when the running count of API calls with a
 -- correlation id grew between its start and end. Event and API names are classified once per
 -- distinct name.
 -- Rows are in no particular order.
@@ -78,7 +79,7 @@
 --   pid           BIGINT   the launching process (NULL for 'queued' and 'unknown')
 --   tid           BIGINT   the launching thread (NULL for 'queued' and 'unknown')
 CREATE OR REPLACE VIEW idle_attribution AS
-WITH g AS MATERIALIZED (
+WITH RECURSIVE g AS MATERIALIZED (
     SELECT source_id, device_id, start_ns, end_ns, launch_pid AS pid, launch_tid AS tid,
            start_ns + launch_lag_ns AS launch_ns, sync_ns,
            row_number() OVER (ORDER BY source_id, device_id, start_ns) AS gap_id
@@ -144,93 +145,98 @@ comp AS (
     SELECT source_id, pid, tid, start_ns, end_ns FROM api
     WHERE end_ns - start_ns >= getvariable('plan_min_ns') AND is_alloc = 0 AND may_plan
 ),
--- The host boundaries. o orders those at one instant (ends, then gaps, then starts); `open`
--- packs the changes of the eight counts of open intervals into one HUGEINT, 16 bits a count:
--- api 0, alloc 16, sync 32, copy 48, compile 64, plan 80, data 96, rank_wait 112; `n` is the
--- same change unpacked (the sum of the counts: the pass checks the packing against it).
+-- The host boundaries. o orders those at one instant (ends, then gaps, then starts); d1 ... d5
+-- are the changes of the nine counters, two to a BIGINT (x * 2^32 + y): d1 the launches so far,
+-- d2 open API calls * 2^32 + allocator calls, d3 syncs * 2^32 + copies, d4 compile * 2^32 +
+-- plan, d5 data * 2^32 + rank_wait.
 host AS (
     SELECT source_id, pid, tid, start_ns AS t, 5 AS o, depth AS sub, event_id AS ev, event_id AS eid,
-           false AS is_end, false AS is_api, mark IS NOT NULL AS is_mark, 0::HUGEINT AS a,
-           CASE mark WHEN 'compile' THEN 1::HUGEINT << 32 WHEN 'plan' THEN 1::HUGEINT ELSE 0::HUGEINT END AS b,
-           CASE mark WHEN 'data' THEN 1::BIGINT << 32 WHEN 'rank_wait' THEN 1::BIGINT ELSE 0::BIGINT END AS c
+           false AS is_end, false AS is_api,
+           0::BIGINT AS d1, 0::BIGINT AS d2, 0::BIGINT AS d3,
+           CASE mark WHEN 'compile' THEN 4294967296 WHEN 'plan' THEN 1 ELSE 0 END::BIGINT AS d4,
+           CASE mark WHEN 'data' THEN 4294967296 WHEN 'rank_wait' THEN 1 ELSE 0 END::BIGINT AS d5
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id, true,
-           false, false, 0::HUGEINT,
-           CASE mark WHEN 'compile' THEN -(1::HUGEINT << 32) WHEN 'plan' THEN -1::HUGEINT ELSE 0::HUGEINT END,
-           CASE mark WHEN 'data' THEN -(1::BIGINT << 32) WHEN 'rank_wait' THEN -1::BIGINT ELSE 0::BIGINT END
+    SELECT source_id, pid, tid, end_ns, 0, -coalesce(depth, 0), coalesce(parent_id, -1), event_id,
+           true, false, 0, 0, 0,
+           CASE mark WHEN 'compile' THEN -4294967296 WHEN 'plan' THEN -1 ELSE 0 END,
+           CASE mark WHEN 'data' THEN -4294967296 WHEN 'rank_wait' THEN -1 ELSE 0 END
     FROM ev
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, true, false,
-           (is_launch::HUGEINT << 64) + CASE WHEN is_alloc = 1 THEN 1::HUGEINT ELSE 1::HUGEINT << 32 END,
-           0::HUGEINT, 0::BIGINT
+    SELECT source_id, pid, tid, start_ns, 4, 0, NULL, NULL, false, true, is_launch,
+           CASE WHEN is_alloc = 1 THEN 1 ELSE 4294967296 END, 0, 0, 0
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, false, false,
-           CASE WHEN is_alloc = 1 THEN -1::HUGEINT ELSE -(1::HUGEINT << 32) END, 0::HUGEINT, 0::BIGINT
+    SELECT source_id, pid, tid, end_ns, 1, 0, NULL, NULL, true, false, 0,
+           CASE WHEN is_alloc = 1 THEN -1 ELSE -4294967296 END, 0, 0, 0
     FROM api
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, false, false, 0::HUGEINT,
-           CASE WHEN is_copy = 1 THEN 1::HUGEINT << 64 ELSE 1::HUGEINT << 96 END, 0::BIGINT
+    SELECT source_id, pid, tid, start_ns, 4, 1, NULL, NULL, false, false, 0, 0,
+           CASE WHEN is_copy = 1 THEN 1 ELSE 4294967296 END, 0, 0
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, false, false, 0::HUGEINT,
-           CASE WHEN is_copy = 1 THEN -(1::HUGEINT << 64) ELSE -(1::HUGEINT << 96) END, 0::BIGINT
+    SELECT source_id, pid, tid, end_ns, 1, 1, NULL, NULL, true, false, 0, 0,
+           CASE WHEN is_copy = 1 THEN -1 ELSE -4294967296 END, 0, 0
     FROM syncs
     UNION ALL
-    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, false, false, 0::HUGEINT, 1::HUGEINT << 32,
-           0::BIGINT
+    SELECT source_id, pid, tid, start_ns, 4, 2, NULL, NULL, false, false, 0, 0, 0, 4294967296, 0
     FROM comp
     UNION ALL
-    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, false, false, 0::HUGEINT, -(1::HUGEINT << 32),
-           0::BIGINT
+    SELECT source_id, pid, tid, end_ns, 1, 2, NULL, NULL, true, false, 0, 0, 0, -4294967296, 0
     FROM comp
 ),
 bounds AS (  -- per (thread, GPU) k: the host boundaries and the late gaps' starts and ends
-    SELECT t.k, h.t, h.o, h.sub, h.ev, h.eid, h.is_end, h.is_api, h.is_mark, h.a, h.b, h.c,
+    SELECT t.k, h.t, h.o, h.sub, h.ev, h.eid, h.is_end, h.is_api, h.d1, h.d2, h.d3, h.d4, h.d5,
            NULL::BIGINT AS gap
     FROM host h
     JOIN thr t ON t.source_id = h.source_id AND t.pid = h.pid AND t.tid = h.tid
     UNION ALL
-    SELECT t.k, l.start_ns, 3, 0, NULL, NULL, false, false, false, 0::HUGEINT, 0::HUGEINT, 0::BIGINT, 2 * l.gap_id
+    SELECT t.k, l.start_ns, 3, 0, NULL, NULL, false, false, 0, 0, 0, 0, 0, 2 * l.gap_id
     FROM late l JOIN thr t USING (source_id, pid, tid, device_id)
     UNION ALL
-    SELECT t.k, l.end_ns, 2, 0, NULL, NULL, true, false, false, 0::HUGEINT, 0::HUGEINT, 0::BIGINT, 2 * l.gap_id + 1
+    SELECT t.k, l.end_ns, 2, 0, NULL, NULL, true, false, 0, 0, 0, 0, 0, 2 * l.gap_id + 1
     FROM late l JOIN thr t USING (source_id, pid, tid, device_id)
 ),
-sweep AS MATERIALIZED (  -- the order (t, o, sub, eid), as one HUGEINT key and eid
-    SELECT k, t, eid, is_end, next_t, cur_ev, api_t, mark_t,
+sweep AS MATERIALIZED (  -- the order (t, o, sub NULLS LAST, eid) as one HUGEINT key and eid
+    SELECT k, t, eid, is_end, next_t, cur_ev, api_t,
            CASE WHEN g % 2 = 0 THEN g // 2 ELSE 0 END AS cur_gap,
-           (a >> 64)::BIGINT AS n_launch, ((a >> 32) & 4294967295)::BIGINT AS n_api,
-           (a & 4294967295)::BIGINT AS n_alloc,
-           (b >> 96)::BIGINT AS n_sync, ((b >> 64) & 4294967295)::BIGINT AS n_copy,
-           ((b >> 32) & 4294967295)::BIGINT AS n_comp, (b & 4294967295)::BIGINT AS n_plan,
-           (c >> 32)::BIGINT AS n_data, (c & 4294967295)::BIGINT AS n_rank
+           s1 AS n_launch, s2 // 4294967296 AS n_api, s2 % 4294967296 AS n_alloc,
+           s3 // 4294967296 AS n_sync, s3 % 4294967296 AS n_copy,
+           s4 // 4294967296 AS n_comp, s4 % 4294967296 AS n_plan,
+           s5 // 4294967296 AS n_data, s5 % 4294967296 AS n_rank
     FROM (SELECT k, t, eid, is_end,
                  lead(t) OVER (PARTITION BY k ORDER BY key, eid) AS next_t,
                  max(gap) OVER w AS g,
                  last_value(ev IGNORE NULLS) OVER w AS cur_ev,
                  max(CASE WHEN is_api THEN t END) OVER w AS api_t,
-                 max(CASE WHEN is_mark THEN t END) OVER w AS mark_t,
-                 sum(a) OVER w AS a, sum(b) OVER w AS b, sum(c) OVER w AS c
-          FROM (SELECT *, (t::HUGEINT << 64) + (o::HUGEINT << 59) + (sub::BIGINT + 2147483648) AS key FROM bounds)
+                 (sum(d1) OVER w)::BIGINT AS s1, (sum(d2) OVER w)::BIGINT AS s2, (sum(d3) OVER w)::BIGINT AS s3,
+                 (sum(d4) OVER w)::BIGINT AS s4, (sum(d5) OVER w)::BIGINT AS s5
+          FROM (SELECT *, t::HUGEINT * 68719476736 + o * 8589934592
+                          + coalesce(sub::BIGINT + 2147483648, 4294967296) AS key
+                FROM bounds)
           WINDOW w AS (PARTITION BY k ORDER BY key, eid ROWS UNBOUNDED PRECEDING))
 ),
-launched AS (  -- per range of a pass: its name, and the API calls with a correlation id started inside it
-    SELECT n.k, n.eid, n.launches, e.event_id, e.name, e.is_op
+api_at AS (  -- the API call started last at an instant (the last of those that start together)
+    SELECT source_id, pid, tid, start_ns AS t, max(name) AS name FROM api GROUP BY ALL
+),
+marks(source_id, event_id, name) AS (  -- each range under a marking event (or one itself), with the
+                                       -- innermost marking event open with it: down from the marks
+    SELECT source_id, event_id, name FROM ev WHERE mark IS NOT NULL
+    UNION ALL
+    SELECT e.source_id, e.event_id, m.name
+    FROM marks m JOIN ev e ON e.source_id = m.source_id AND e.parent_id = m.event_id
+    WHERE e.mark IS NULL
+),
+launched AS (  -- per range of a pass: its name, the API calls with a correlation id started inside
+                -- it, and the innermost marking event open with it (where a piece needs one)
+    SELECT n.k, n.eid, n.launches, e.event_id, e.name, e.is_op, m.name AS mark_name
     FROM (SELECT k, eid,
                  max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
           FROM sweep WHERE eid IS NOT NULL
           GROUP BY ALL) n
     JOIN thr th ON th.k = n.k
     JOIN ev e ON e.source_id = th.source_id AND e.event_id = n.eid  -- event_id: unique in a source
-),
-api_at AS (  -- the API call started last at an instant (the last of those that start together)
-    SELECT source_id, pid, tid, start_ns AS t, max(name) AS name FROM api GROUP BY ALL
-),
-mark_at AS (  -- the marking event started last at an instant (the innermost of those)
-    SELECT source_id, pid, tid, start_ns AS t, arg_max(name, depth) AS name FROM ev
-    WHERE mark IS NOT NULL GROUP BY ALL
+    LEFT JOIN marks m ON m.source_id = th.source_id AND m.event_id = n.eid
 ),
 pieces AS (
     SELECT th.source_id, th.device_id, th.pid, th.tid, s.cur_gap AS gap_id, s.t AS start_ns, s.next_t AS end_ns,
@@ -248,7 +254,7 @@ pieces AS (
                 ELSE 'untraced'
            END AS category,
            CASE WHEN s.n_copy > 0 OR s.n_sync > 0 OR s.n_alloc > 0 OR s.n_api > 0 THEN coalesce(ca.name, e.name)
-                WHEN s.n_comp > 0 OR s.n_plan > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(cm.name, e.name)
+                WHEN s.n_comp > 0 OR s.n_plan > 0 OR s.n_data > 0 OR s.n_rank > 0 THEN coalesce(e.mark_name, e.name)
                 ELSE e.name END AS host_op,
            -- the host's own code, or a range on its way to a launch: after a draining sync, the
            -- sync's cost
@@ -260,7 +266,6 @@ pieces AS (
     JOIN late l ON l.gap_id = s.cur_gap
     LEFT JOIN launched e ON e.k = s.k AND e.eid = s.cur_ev
     LEFT JOIN api_at ca ON ca.source_id = th.source_id AND ca.pid = th.pid AND ca.tid = th.tid AND ca.t = s.api_t
-    LEFT JOIN mark_at cm ON cm.source_id = th.source_id AND cm.pid = th.pid AND cm.tid = th.tid AND cm.t = s.mark_t
     WHERE s.cur_gap > 0 AND s.next_t > s.t
 ),
 drained AS (  -- gaps a sync drained: the host's own code after it is the sync's, up to sync_ns

@@ -140,6 +140,26 @@ def test_torch_compile_recompiles_name_the_compiler(scored):
                for o in f.metrics["top_host_ops"])
 
 
+def test_marked_pieces_name_an_event_open_over_them(scored):
+    """A compile / data / rank_wait piece names the innermost marking event open over it, never
+    one that has ended (torch.compile's nested dynamo_timed ranges: after an inner one ends, its
+    parent is what runs). Before the fix about a third (Kineto) and 61 % (nsys) of the compile
+    time named a range that had already closed."""
+    for fmt in A.FORMATS:
+        st, _ = scored("compile", fmt)
+        total, named_closed = st.rows("""
+            with p as (select * from idle_attribution where category in ('compile', 'data', 'rank_wait'))
+            select sum(p.dur_ns), coalesce(sum(p.dur_ns) filter (where not exists (
+                       select 1 from events e where e.pid = p.pid and e.tid = p.tid and e.name = p.host_op
+                          and e.start_ns <= p.start_ns and e.end_ns >= p.end_ns)
+                   and not exists (
+                       select 1 from api_calls a where a.pid = p.pid and a.tid = p.tid and a.name = p.host_op
+                          and a.start_ns <= p.start_ns and a.end_ns >= p.end_ns)), 0)
+            from p""")[0]
+        assert total > 900_000_000, (fmt, total)  # ≥ 0.9 s of compile time in both captures
+        assert named_closed == 0, (fmt, named_closed, total)
+
+
 def _assert_pieces_add_up(st):
     bad = st.rows("""select g.source_id, g.device_id, g.start_ns, g.dur_ns, coalesce(sum(a.dur_ns), 0)
                      from idle_gaps g left join idle_attribution a
