@@ -52,11 +52,10 @@
 -- event (an event's start makes it the innermost, its end makes its parent the innermost:
 -- `events.parent_id`), whose nearest marked ancestor-or-self is the innermost open marking
 -- event (passed down `parent_id` from each marking event); the last API call's start instant as
--- a running max, its name
--- looked up by it (a running max costs a third of DuckDB's last_value IGNORE NULLS over long
--- runs of NULLs); a range launched GPU work when the running count of API calls with a
--- correlation id grew between its start and end. Event and API names are classified once per
--- distinct name.
+-- a running max, its name looked up by it (a running max costs a third of DuckDB's last_value
+-- IGNORE NULLS over long runs of NULLs); a range launched GPU work when the running count of API
+-- calls with a correlation id grew between its start and end. Event and API names are
+-- classified once per distinct name.
 -- Rows are in no particular order.
 -- Parameters (kernel_wait_ns, idle_gaps' own, has no effect here):
 --   plan_min_ns      1000000  a cuDNN / cuBLAS op or an API call at least this long builds a plan, ns
@@ -229,7 +228,7 @@ marks(source_id, event_id, name) AS (  -- each range under a marking event (or o
 ),
 launched AS (  -- per range of a pass: its name, the API calls with a correlation id started inside
                 -- it, and the innermost marking event open with it (where a piece needs one)
-    SELECT n.k, n.eid, n.launches, e.event_id, e.name, e.is_op, m.name AS mark_name
+    SELECT n.k, n.eid, n.launches, e.name, e.is_op, m.name AS mark_name
     FROM (SELECT k, eid,
                  max(CASE WHEN is_end THEN n_launch END) - max(CASE WHEN NOT is_end THEN n_launch END) AS launches
           FROM sweep WHERE eid IS NOT NULL
@@ -249,7 +248,7 @@ pieces AS (
                 WHEN s.n_plan > 0 THEN 'compile'  -- in a long cuDNN / cuBLAS op (plan), no allocator call
                 WHEN s.n_api > 0 THEN 'launch'
                 WHEN l.end_ns - l.start_ns < getvariable('dispatch_max_ns') THEN 'launch'
-                WHEN e.event_id IS NULL THEN 'untraced'
+                WHEN e.eid IS NULL THEN 'untraced'
                 WHEN coalesce(e.launches, 0) = 0 OR e.is_op THEN 'cpu_op'
                 ELSE 'untraced'
            END AS category,
@@ -259,7 +258,7 @@ pieces AS (
            -- the host's own code, or a range on its way to a launch: after a draining sync, the
            -- sync's cost
            s.n_copy + s.n_sync + s.n_comp + s.n_plan + s.n_data + s.n_rank + s.n_alloc = 0
-             AND (s.n_api > 0 OR e.event_id IS NULL OR coalesce(e.launches, 0) > 0) AS own_code,
+             AND (s.n_api > 0 OR e.eid IS NULL OR coalesce(e.launches, 0) > 0) AS own_code,
            l.start_ns AS gap_start_ns, l.end_ns AS gap_end_ns, l.sync_ns
     FROM sweep s
     JOIN thr th ON th.k = s.k
