@@ -6,9 +6,15 @@
 --    library's own range (`tk_is_library_range` on the range's domain and name: NCCL's, cuDNN's,
 --    cuBLAS's and nvFuser's ranges, torch's nccl:*, Optimizer.step#*, DataLoader, DDP and
 --    torch.compile ranges, ...), with at least min_step_repeats instances (parameter, default 3)
---    that launched GPU work, in the source. The steady window of the source is [start of its
---    first step, end of its last step's window] (`phase_instances.window_end_ns`: the step's host
---    end or the end of its last GPU op, whichever is later).
+--    that launched GPU work, in the source. A repeated phase's *warm-up* instances are its first
+--    instances while their host time (end_ns - start_ns) is more than warmup_step_factor times
+--    the median host time of the phase's instances: a first step that pays first-call costs
+--    (lazy module loading, library plans and heuristics, allocator growth, a DataLoader's first
+--    batch) is start-up, not steady state. The steady window of the source is [the later of the
+--    start of its first step and the start of the first instance after the warm-up of each phase
+--    that had one, end of its last step's window] (`phase_instances.window_end_ns`: the step's
+--    host end or the end of its last GPU op, whichever is later); `steps` counts the instances
+--    that start in it.
 -- 2. the kernel sequence ('kernels'), on a device of a source without such ranges: its kernels in
 --    start order (then stream, name) are numbered 1..n; a kernel name *recurs at distance d* when
 --    its next kernel of the same name is d kernels later. The period P is the longest d at which
@@ -45,7 +51,8 @@
 -- maximum end (a kernel overlaps a copy when the copies that start before it ends reach past
 -- its start).
 -- Parameters:
---   min_step_repeats  3  the fewest instances of a phase (or repeats of a kernel sequence) that make steps
+--   min_step_repeats    3  the fewest instances of a phase (or repeats of a kernel sequence) that make steps
+--   warmup_step_factor  4  a phase's first instances longer on the host than this times its median are warm-up
 --
 -- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
 --
@@ -55,7 +62,8 @@
 --   method                 VARCHAR  'steps' (repeated ranges), 'kernels' (a repeated kernel sequence) or 'whole'
 --   step_phases            VARCHAR  'steps': the repeated phases, comma-separated; 'kernels':
 --                                   'kernel sequence of P kernels from <anchor short_name>'; NULL for 'whole'
---   steps                  BIGINT   the steps (phase instances, or repetitions of the sequence)
+--   steps                  BIGINT   the steps (phase instances starting in the window, or repetitions of the sequence)
+--   warmup_steps           BIGINT   'steps': the phases' first instances left to the start-up as warm-up; 0 otherwise
 --   window_start_ns        BIGINT   steady window start on this device, ns
 --   window_end_ns          BIGINT   steady window end, ns
 --   window_ns              BIGINT   window_end_ns - window_start_ns
@@ -84,7 +92,7 @@
 --   startup_compile_ns     BIGINT   their summed duration, ns
 CREATE OR REPLACE VIEW steady_state AS
 WITH inst AS (  -- the instances of phases that launched GPU work, libraries' own ranges left out
-    SELECT i.source_id, i.phase, i.start_ns, i.window_end_ns
+    SELECT i.source_id, i.phase, i.start_ns, i.end_ns, i.window_end_ns
     FROM phase_instances i
     JOIN events e ON e.source_id = i.source_id AND e.event_id = i.event_id
     WHERE i.gpu_ops > 0 AND NOT tk_is_library_range(e.domain, i.name)
@@ -94,11 +102,32 @@ rep AS (  -- the repeated phases of each source
     FROM inst
     GROUP BY ALL HAVING count(*) >= getvariable('min_step_repeats')
 ),
-steps AS (
-    SELECT i.source_id, string_agg(DISTINCT i.phase, ',' ORDER BY i.phase) AS step_phases,
-           count(*) AS steps, min(i.start_ns) AS s, max(i.window_end_ns) AS e
+med AS (  -- each repeated phase's median host time per instance
+    SELECT i.source_id, i.phase, quantile_cont(i.end_ns - i.start_ns, 0.5) AS med
     FROM inst i JOIN rep USING (source_id, phase)
-    GROUP BY i.source_id
+    GROUP BY ALL
+),
+rinst AS (  -- the repeated phases' instances; long: more than warmup_step_factor x the median
+    SELECT i.*, i.end_ns - i.start_ns > getvariable('warmup_step_factor') * m.med AS is_long
+    FROM inst i JOIN med m USING (source_id, phase)
+),
+ok AS (  -- per phase: its first instance that is not long (the warm-up is what precedes it)
+    SELECT source_id, phase, min(start_ns) FILTER (WHERE NOT is_long) AS first_ok, min(start_ns) AS first_ns
+    FROM rinst GROUP BY ALL
+),
+bounds AS (
+    SELECT r.source_id, string_agg(DISTINCT r.phase, ',' ORDER BY r.phase) AS step_phases,
+           greatest(min(r.start_ns),
+                    coalesce(max(o.first_ok) FILTER (WHERE o.first_ok > o.first_ns), min(r.start_ns))) AS s,
+           max(r.window_end_ns) AS e,
+           count(*) FILTER (WHERE r.start_ns < o.first_ok) AS warmup_steps
+    FROM rinst r JOIN ok o USING (source_id, phase)
+    GROUP BY r.source_id
+),
+steps AS (
+    SELECT b.source_id, b.step_phases, count(*) FILTER (WHERE r.start_ns >= b.s) AS steps, b.warmup_steps, b.s, b.e
+    FROM bounds b JOIN rinst r USING (source_id)
+    GROUP BY ALL
 ),
 seq AS MATERIALIZED (  -- the kernel sequence of each device of a source without repeated ranges
     SELECT k.source_id, k.device_id, k.name, k.short_name, k.start_ns, k.end_ns,
@@ -165,6 +194,7 @@ w AS (
            CASE WHEN st.source_id IS NOT NULL THEN 'steps' WHEN ks.source_id IS NOT NULL THEN 'kernels'
                 ELSE 'whole' END AS method,
            coalesce(st.step_phases, ks.step_phases) AS step_phases, coalesce(st.steps, ks.steps) AS steps,
+           coalesce(st.warmup_steps, 0) AS warmup_steps,
            u.window_start_ns AS device_start_ns, u.window_end_ns AS device_end_ns,
            greatest(u.window_start_ns, coalesce(st.s, ks.s, u.window_start_ns)) AS ws,
            greatest(greatest(u.window_start_ns, coalesce(st.s, ks.s, u.window_start_ns)),
@@ -247,7 +277,7 @@ comp AS (
       ON a.source_id = w.source_id AND a.start_ns < w.ws AND tk_is_compile_call(a.name)
     GROUP BY ALL
 )
-SELECT w.source_id, w.device_id, w.method, w.step_phases, w.steps,
+SELECT w.source_id, w.device_id, w.method, w.step_phases, w.steps, w.warmup_steps,
        w.ws AS window_start_ns, w.we AS window_end_ns, w.we - w.ws AS window_ns,
        coalesce(b.busy_ns, 0) AS busy_ns,
        coalesce(max(i.ns) FILTER (WHERE i.cause = 'host_wait'), 0) AS host_wait_ns,

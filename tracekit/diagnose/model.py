@@ -82,6 +82,9 @@ THRESHOLDS: dict[str, Threshold] = {
            "step (libraries' own ranges are not; without such a phase, a kernel sequence repeated this "
            "many times); the window judged is from the first to the last step (start-up and tear-down "
            "apart)"),
+    "warmup_step_factor": _view_param(
+        "warmup_step_factor", "view parameter of steady_state: a repeated phase's first instances whose host time "
+           "is more than this many times the phase's median are warm-up (start-up), not steady state"),
     "tiny_kernel_ns": _view_param(
         "tiny_kernel_ns", "view parameter of launch_summary: kernels shorter than this are tiny"),
     "bound_high_pct": _view_param(

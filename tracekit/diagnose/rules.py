@@ -238,14 +238,17 @@ def startup(r: Rules, s: Scope) -> Finding | None:
     if st["startup_compile_calls"]:
         comp = (f"; {plural(st['startup_compile_calls'], 'code-loading call')} before the first step "
                 f"({fmt_ns(st['startup_compile_ns'])})")
+    warm = st.get("warmup_steps") or 0
+    among = (f"; {plural(warm, 'warm-up step')} among it, each over {r.th['warmup_step_factor']:g} x the "
+             f"median step's host time" if warm else "")
     return r.finding(
         "startup", pct(out_ns, dev_ns), out_ns, dev_ns, s, severity="low", of="captured GPU window",
         summary=(f"the findings judge the steady state: {plural(st['steps'], 'repeated step')} "
                  f"({st['step_phases']}), {fmt_ns(st['window_ns'])}; {fmt_ns(st['startup_ns'])} before the "
-                 f"first step (GPU busy {fmt_ns(st['startup_busy_ns'])} of it) and "
+                 f"first {'steady ' if warm else ''}step (GPU busy {fmt_ns(st['startup_busy_ns'])} of it{among}) and "
                  f"{fmt_ns(st['teardown_ns'])} after the last are start-up and tear-down{ranges}{comp}"),
         metrics={"startup_ns": st["startup_ns"], "teardown_ns": st["teardown_ns"],
-                 "startup_busy_ns": st["startup_busy_ns"], "steps": st["steps"],
+                 "startup_busy_ns": st["startup_busy_ns"], "steps": st["steps"], "warmup_steps": warm,
                  "step_phases": st["step_phases"], "steady_window_ns": st["window_ns"],
                  "startup_compile_calls": st["startup_compile_calls"]},
         evidence=[r.evidence("steady_state", "startup", "steady_state", sid=s.source_id, dev=s.device_id)])
