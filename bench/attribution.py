@@ -36,6 +36,21 @@ def top_cause(d):
     return causes[0] if causes else None
 
 
+def oracle_shares(store, oracle: dict) -> dict:
+    """The oracle's share of each built part, over the steps the tool judges: where steady_state
+    left the first k steps to the start-up as warm-up and the oracle has its per-step times, the
+    parts of steps k.. over the window from step k's start (an oracle of totals alone: the whole
+    loop)."""
+    k = store.one("SELECT max(warmup_steps) FROM steady_state") or 0
+    if not k or "per_step" not in oracle or "compile" in oracle["shares_pct"]:
+        return oracle["shares_pct"]
+    steps = oracle["per_step"][k:]
+    adj = oracle.get("step_adjust_ns", {})
+    window = oracle["window_ns"] - steps[0]["start_ns"]
+    return {p: round(100.0 * max(0, sum(s["parts_ns"].get(p, 0) for s in steps) - len(steps) * adj.get(p, 0))
+                     / window, 2) for p in oracle["shares_pct"]}
+
+
 def score_one(store, oracle: dict) -> dict:
     """The diagnosis of one capture against its oracle."""
     from tracekit.diagnose import diagnose
@@ -49,7 +64,7 @@ def score_one(store, oracle: dict) -> dict:
     tb = {r[0]: r[1] for r in store.rows("""SELECT category, sum(pct) FROM time_breakdown
                                              WHERE part = 'steady' AND state = 'idle' GROUP BY 1""")}
     shares = {}
-    for part, want in oracle["shares_pct"].items():
+    for part, want in oracle_shares(store, oracle).items():
         f = by_code.get(CODE[part])
         got = f.share_pct if f is not None else tb.get(part, 0.0)
         shares[part] = {"oracle_pct": want, "share_pct": round(got or 0, 2), "finding": f is not None}

@@ -184,6 +184,6 @@ def test_quick_start(tmp_path):
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
     out = _bash(" && ".join(steps[2:]), tmp_path)
-    assert "HIGH input_bound, 76.3 % of steady window (58.1 ms)" in out
+    assert "HIGH input_bound, 79.4 % of steady window (60.2 ms)" in out
     html = (tmp_path / "report.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "input_bound" in html
