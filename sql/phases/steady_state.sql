@@ -6,15 +6,16 @@
 --    library's own range (`tk_is_library_range` on the range's domain and name: NCCL's, cuDNN's,
 --    cuBLAS's and nvFuser's ranges, torch's nccl:*, Optimizer.step#*, DataLoader, DDP and
 --    torch.compile ranges, ...), with at least min_step_repeats instances (parameter, default 3)
---    that launched GPU work, in the source. A repeated phase's *warm-up* instances are its first
---    instances while their host time (end_ns - start_ns) is more than warmup_step_factor times
---    the median host time of the phase's instances: a first step that pays first-call costs
---    (lazy module loading, library plans and heuristics, allocator growth, a DataLoader's first
---    batch) is start-up, not steady state. The steady window of the source is [the later of the
---    start of its first step and the start of the first instance after the warm-up of each phase
---    that had one, end of its last step's window] (`phase_instances.window_end_ns`: the step's
---    host end or the end of its last GPU op, whichever is later); `steps` counts the instances
---    that start in it.
+--    that launched GPU work, in the source. The *lead* phase is the repeated phase whose first
+--    instance starts first (the outermost: ProfilerStep, a training step; then the longer first
+--    instance, then by name); its *warm-up* instances are its first instances while their host
+--    time (end_ns - start_ns) is more than warmup_step_factor times the median host time of its
+--    instances: a first step that pays first-call costs (lazy module loading, library plans and
+--    heuristics, allocator growth, a DataLoader's first batch) is start-up, not steady state.
+--    The steady window of the source is [start of the lead phase's first instance after its
+--    warm-up (of the first step when there is none), end of its last step's window]
+--    (`phase_instances.window_end_ns`: the step's host end or the end of its last GPU op,
+--    whichever is later); `steps` counts the repeated phases' instances that start in it.
 -- 2. the kernel sequence ('kernels'), on a device of a source without such ranges: its kernels in
 --    start order (then stream, name) are numbered 1..n; a kernel name *recurs at distance d* when
 --    its next kernel of the same name is d kernels later. The period P is the longest d at which
@@ -52,7 +53,7 @@
 -- its start).
 -- Parameters:
 --   min_step_repeats    3  the fewest instances of a phase (or repeats of a kernel sequence) that make steps
---   warmup_step_factor  4  a phase's first instances longer on the host than this times its median are warm-up
+--   warmup_step_factor  4  the lead phase's first instances longer on the host than this times its median are warm-up
 --
 -- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
 --
@@ -63,7 +64,7 @@
 --   step_phases            VARCHAR  'steps': the repeated phases, comma-separated; 'kernels':
 --                                   'kernel sequence of P kernels from <anchor short_name>'; NULL for 'whole'
 --   steps                  BIGINT   the steps (phase instances starting in the window, or repetitions of the sequence)
---   warmup_steps           BIGINT   'steps': the phases' first instances left to the start-up as warm-up; 0 otherwise
+--   warmup_steps           BIGINT   'steps': the lead phase's first instances left to the start-up as warm-up; 0 otherwise
 --   window_start_ns        BIGINT   steady window start on this device, ns
 --   window_end_ns          BIGINT   steady window end, ns
 --   window_ns              BIGINT   window_end_ns - window_start_ns
@@ -111,17 +112,21 @@ rinst AS (  -- the repeated phases' instances; long: more than warmup_step_facto
     SELECT i.*, i.end_ns - i.start_ns > getvariable('warmup_step_factor') * m.med AS is_long
     FROM inst i JOIN med m USING (source_id, phase)
 ),
-ok AS (  -- per phase: its first instance that is not long (the warm-up is what precedes it)
-    SELECT source_id, phase, min(start_ns) FILTER (WHERE NOT is_long) AS first_ok, min(start_ns) AS first_ns
-    FROM rinst GROUP BY ALL
+ok AS (  -- the lead phase of each source and its first instance that is not long (the warm-up
+         -- is what precedes it)
+    SELECT source_id, phase, first_ok FROM (
+        SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY first_ns, first_dur DESC, phase) AS rk
+        FROM (SELECT source_id, phase, min(start_ns) FILTER (WHERE NOT is_long) AS first_ok,
+                     min(start_ns) AS first_ns, arg_min(end_ns - start_ns, start_ns) AS first_dur
+              FROM rinst GROUP BY source_id, phase))
+    WHERE rk = 1
 ),
 bounds AS (
     SELECT r.source_id, string_agg(DISTINCT r.phase, ',' ORDER BY r.phase) AS step_phases,
-           greatest(min(r.start_ns),
-                    coalesce(max(o.first_ok) FILTER (WHERE o.first_ok > o.first_ns), min(r.start_ns))) AS s,
+           greatest(min(r.start_ns), coalesce(max(o.first_ok), min(r.start_ns))) AS s,
            max(r.window_end_ns) AS e,
-           count(*) FILTER (WHERE r.start_ns < o.first_ok) AS warmup_steps
-    FROM rinst r JOIN ok o USING (source_id, phase)
+           count(*) FILTER (WHERE r.phase = o.phase AND r.start_ns < o.first_ok) AS warmup_steps
+    FROM rinst r JOIN ok o USING (source_id)
     GROUP BY r.source_id
 ),
 steps AS (

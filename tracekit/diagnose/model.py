@@ -83,8 +83,9 @@ THRESHOLDS: dict[str, Threshold] = {
            "many times); the window judged is from the first to the last step (start-up and tear-down "
            "apart)"),
     "warmup_step_factor": _view_param(
-        "warmup_step_factor", "view parameter of steady_state: a repeated phase's first instances whose host time "
-           "is more than this many times the phase's median are warm-up (start-up), not steady state"),
+        "warmup_step_factor", "view parameter of steady_state: the lead repeated phase's (the outermost step's) first "
+           "instances whose host time is more than this many times its median are warm-up (start-up), not "
+           "steady state"),
     "tiny_kernel_ns": _view_param(
         "tiny_kernel_ns", "view parameter of launch_summary: kernels shorter than this are tiny"),
     "bound_high_pct": _view_param(
