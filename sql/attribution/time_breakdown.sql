@@ -1,8 +1,9 @@
 -- time_breakdown: where each GPU's time went, start-up and steady state apart: busy by work class, idle by what the host was doing.
 --
 -- Definition: per GPU, three parts of its activity window [first op start, last op end]
--- (`steady_state`): 'startup' = [device_start_ns, window_start_ns) before the first repeated
--- step, 'steady' = [window_start_ns, window_end_ns) from the first to the last step (the whole
+-- (`steady_state`): 'startup' = [device_start_ns, window_start_ns) before the first steady
+-- step (warm-up steps included), 'steady' = [window_start_ns, window_end_ns) from there to the
+-- last step (the whole
 -- window when the source has no repeated steps: steady_state.method 'whole'), 'teardown' =
 -- [window_end_ns, device_end_ns). Each part's time is
 --   busy: the union of the GPU's operations (`gpu_activity`), each instant given to one class

@@ -80,7 +80,7 @@ THRESHOLDS: dict[str, Threshold] = {
     "min_step_repeats": _view_param(
         "min_step_repeats", "view parameter of steady_state: a phase with at least this many instances is a repeated "
            "step (libraries' own ranges are not; without such a phase, a kernel sequence repeated this "
-           "many times); the window judged is from the first to the last step (start-up and tear-down "
+           "many times); the window judged is from the first steady step to the last (start-up and tear-down "
            "apart)"),
     "warmup_step_factor": _view_param(
         "warmup_step_factor", "view parameter of steady_state: the lead repeated phase's (the outermost step's) first "
