@@ -98,41 +98,30 @@ WITH inst AS (  -- the instances of phases that launched GPU work, libraries' ow
     JOIN events e ON e.source_id = i.source_id AND e.event_id = i.event_id
     WHERE i.gpu_ops > 0 AND NOT tk_is_library_range(e.domain, i.name)
 ),
-rep AS (  -- the repeated phases of each source
-    SELECT source_id, phase
+rep AS (  -- the repeated phases of each source, with their median host time per instance
+    SELECT source_id, phase, quantile_cont(end_ns - start_ns, 0.5) AS med
     FROM inst
     GROUP BY ALL HAVING count(*) >= getvariable('min_step_repeats')
 ),
-med AS (  -- each repeated phase's median host time per instance
-    SELECT i.source_id, i.phase, quantile_cont(i.end_ns - i.start_ns, 0.5) AS med
-    FROM inst i JOIN rep USING (source_id, phase)
-    GROUP BY ALL
-),
-rinst AS (  -- the repeated phases' instances; long: more than warmup_step_factor x the median
-    SELECT i.*, i.end_ns - i.start_ns > getvariable('warmup_step_factor') * m.med AS is_long
-    FROM inst i JOIN med m USING (source_id, phase)
-),
-ok AS (  -- the lead phase of each source and its first instance that is not long (the warm-up
-         -- is what precedes it)
-    SELECT source_id, phase, first_ok FROM (
-        SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY first_ns, first_dur DESC, phase) AS rk
-        FROM (SELECT source_id, phase, min(start_ns) FILTER (WHERE NOT is_long) AS first_ok,
-                     min(start_ns) AS first_ns, arg_min(end_ns - start_ns, start_ns) AS first_dur
-              FROM rinst GROUP BY source_id, phase))
-    WHERE rk = 1
-),
-bounds AS (
-    SELECT r.source_id, string_agg(DISTINCT r.phase, ',' ORDER BY r.phase) AS step_phases,
-           greatest(min(r.start_ns), coalesce(max(o.first_ok), min(r.start_ns))) AS s,
-           max(r.window_end_ns) AS e,
-           count(*) FILTER (WHERE r.phase = o.phase AND r.start_ns < o.first_ok) AS warmup_steps
-    FROM rinst r JOIN ok o USING (source_id)
-    GROUP BY r.source_id
-),
-steps AS (
-    SELECT b.source_id, b.step_phases, count(*) FILTER (WHERE r.start_ns >= b.s) AS steps, b.warmup_steps, b.s, b.e
-    FROM bounds b JOIN rinst r USING (source_id)
-    GROUP BY ALL
+steps AS (  -- per source: the repeated phases' instances (one scan, so that an engine that inlines
+            -- CTEs reads them once); rk 1 is the lead phase, first_ok its first instance not
+            -- longer than warmup_step_factor x its median, s the steady window's start
+    SELECT source_id, string_agg(DISTINCT phase, ',' ORDER BY phase) AS step_phases,
+           count(*) FILTER (WHERE start_ns >= s) AS steps,
+           count(*) FILTER (WHERE rk = 1 AND start_ns < first_ok) AS warmup_steps,
+           max(s) AS s, max(window_end_ns) AS e
+    FROM (SELECT *, greatest(min(start_ns) OVER (PARTITION BY source_id),
+                             coalesce(max(CASE WHEN rk = 1 THEN first_ok END) OVER (PARTITION BY source_id),
+                                      min(start_ns) OVER (PARTITION BY source_id))) AS s
+          FROM (SELECT *, dense_rank() OVER (PARTITION BY source_id ORDER BY first_ns, first_dur DESC, phase) AS rk
+                FROM (SELECT *, max(CASE WHEN start_ns = first_ns THEN dur END)
+                                    OVER (PARTITION BY source_id, phase) AS first_dur
+                      FROM (SELECT i.source_id, i.phase, i.start_ns, i.window_end_ns, i.end_ns - i.start_ns AS dur,
+                                   min(i.start_ns) OVER (PARTITION BY i.source_id, i.phase) AS first_ns,
+                                   min(CASE WHEN i.end_ns - i.start_ns <= getvariable('warmup_step_factor') * r.med
+                                            THEN i.start_ns END) OVER (PARTITION BY i.source_id, i.phase) AS first_ok
+                            FROM inst i JOIN rep r ON r.source_id = i.source_id AND r.phase = i.phase))))
+    GROUP BY source_id
 ),
 seq AS MATERIALIZED (  -- the kernel sequence of each device of a source without repeated ranges
     SELECT k.source_id, k.device_id, k.name, k.short_name, k.start_ns, k.end_ns,
