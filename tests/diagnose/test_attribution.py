@@ -1,6 +1,6 @@
 """Where every idle nanosecond went: `idle_attribution`, `time_breakdown` and the verdicts drawn
 from them, on the attribution corpus (fixtures/attribution/, made by fixtures/gen/attribution.py
-on an H100: 23 programs (7 of them held out), each captured by torch.profiler and by nsys, each run writing its own
+on an H100: 27 programs (11 of them held out), each captured by torch.profiler and by nsys, each run writing its own
 oracle of the host time per built part) and on every other store of the fixtures and of
 ../shared/realworld (the pieces of every gap add up to the gap)."""
 
@@ -49,7 +49,7 @@ def scored(tmp_path_factory):
 
 
 def test_corpus_is_complete():
-    """11 single causes, 5 healthy controls, 7 mixtures, each captured both ways with its oracle."""
+    """12 single causes, 6 healthy controls, 9 mixtures, each captured both ways with its oracle."""
     kinds = {}
     for c in CASES:
         for f in A.FORMATS:
@@ -57,11 +57,11 @@ def test_corpus_is_complete():
             o = oracle(c, f)
             kinds.setdefault(o["kind"], set()).add(c)
             assert o["window_ns"] > 0 and o["case"] == c
-    assert len(kinds["single"]) == 11 and len(kinds["control"]) == 5 and len(kinds["mixture"]) == 7
+    assert len(kinds["single"]) == 12 and len(kinds["control"]) == 6 and len(kinds["mixture"]) == 9
     assert {oracle(c, "kineto")["expected"] for c in kinds["single"]} == \
         {"launch", "data", "sync", "copy", "compile", "startup", "untraced", "cpu_op"}
     # the held-out programs (ho_*), written after the verdicts were tuned on the others
-    assert sum(oracle(c, "kineto").get("held_out", False) for c in CASES) == 7
+    assert sum(oracle(c, "kineto").get("held_out", False) for c in CASES) == 11
 
 
 @pytest.mark.parametrize("case,fmt", [(c, f) for c, f in CAPTURES if oracle(c, f)["kind"] == "single"],
@@ -92,9 +92,12 @@ def test_healthy_controls_have_no_high_finding(scored, case, fmt):
     assert not r["high"], r["findings"]
     # train (Kineto): torch's own 'Optimizer.step#AdamW.step' ranges repeat in the warm-up too, so
     # the steady window starts there and holds its first-call costs (library ranges taken for
-    # steps: issue 50); the other controls' steady state is > 85 % busy
+    # steps: issue 50); ho_train_item's loss.item() every step drains the GPU once a step (83-84 %
+    # busy, a MEDIUM sync_stall of 6-7 %, as it should be); the other controls' steady state is
+    # > 85 % busy
     busy = st.one("select sum(pct) from time_breakdown where part = 'steady' and state = 'busy'")
-    assert busy > (60 if (case, fmt) == ("train", "kineto") else 85), busy
+    floor = {("train", "kineto"): 60, ("ho_train_item", "kineto"): 75, ("ho_train_item", "nsys"): 75}
+    assert busy > floor.get((case, fmt), 85), busy
 
 
 @pytest.mark.parametrize("case,fmt", CAPTURES, ids=lambda x: x)
