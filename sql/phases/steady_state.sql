@@ -10,8 +10,11 @@
 --    instance starts first (the outermost: ProfilerStep, a training step; then the longer first
 --    instance, then by name); its *warm-up* instances are its first instances while their host
 --    time (end_ns - start_ns) is more than warmup_step_factor times the median host time of its
---    instances: a first step that pays first-call costs (lazy module loading, library plans and
---    heuristics, allocator growth, a DataLoader's first batch) is start-up, not steady state.
+--    instances, when their host time over that median adds up to at least warmup_min_pct % of
+--    the phase's span (its first start to its last window end): a first step that pays
+--    first-call costs (lazy module loading, library plans and heuristics, allocator growth, a
+--    DataLoader's first batch) is start-up, not steady state; a few microseconds more in the
+--    first of many short asynchronous steps is not.
 --    The steady window of the source is [start of the lead phase's first instance after its
 --    warm-up (of the first step when there is none), end of its last step's window]
 --    (`phase_instances.window_end_ns`: the step's host end or the end of its last GPU op,
@@ -54,6 +57,7 @@
 -- Parameters:
 --   min_step_repeats    3  the fewest instances of a phase (or repeats of a kernel sequence) that make steps
 --   warmup_step_factor  4  the lead phase's first instances longer on the host than this times its median are warm-up
+--   warmup_min_pct      5  ... when their host time over the median is at least this % of the phase's span
 --
 -- Uses: gpu_activity, gpu_busy, gpu_launches, gpu_utilization, idle_gaps, phase_instances
 --
@@ -104,8 +108,10 @@ rep AS (  -- the repeated phases of each source, with their median host time per
     GROUP BY ALL HAVING count(*) >= getvariable('min_step_repeats')
 ),
 steps AS (  -- per source: the repeated phases' instances (one scan, so that an engine that inlines
-            -- CTEs reads them once); rk 1 is the lead phase, first_ok its first instance not
-            -- longer than warmup_step_factor x its median, s the steady window's start
+            -- CTEs reads them once); per phase: first_ok0 its first instance not longer than
+            -- warmup_step_factor x its median, excess the extra host time of the ones before it,
+            -- first_ok that instance where the excess is at least warmup_min_pct % of the phase's
+            -- span (else its first); rk 1 is the lead phase; s the steady window's start
     SELECT source_id, string_agg(DISTINCT phase, ',' ORDER BY phase) AS step_phases,
            count(*) FILTER (WHERE start_ns >= s) AS steps,
            count(*) FILTER (WHERE rk = 1 AND start_ns < first_ok) AS warmup_steps,
@@ -113,13 +119,18 @@ steps AS (  -- per source: the repeated phases' instances (one scan, so that an 
     FROM (SELECT *, greatest(min(start_ns) OVER (PARTITION BY source_id),
                              coalesce(max(CASE WHEN rk = 1 THEN first_ok END) OVER (PARTITION BY source_id),
                                       min(start_ns) OVER (PARTITION BY source_id))) AS s
-          FROM (SELECT *, dense_rank() OVER (PARTITION BY source_id ORDER BY first_ns, first_dur DESC, phase) AS rk
+          FROM (SELECT *, CASE WHEN excess >= getvariable('warmup_min_pct') / 100.0 * (span_end - first_ns)
+                               THEN first_ok0 ELSE first_ns END AS first_ok,
+                       dense_rank() OVER (PARTITION BY source_id ORDER BY first_ns, first_dur DESC, phase) AS rk
                 FROM (SELECT *, max(CASE WHEN start_ns = first_ns THEN dur END)
-                                    OVER (PARTITION BY source_id, phase) AS first_dur
-                      FROM (SELECT i.source_id, i.phase, i.start_ns, i.window_end_ns, i.end_ns - i.start_ns AS dur,
+                                    OVER (PARTITION BY source_id, phase) AS first_dur,
+                             sum(CASE WHEN start_ns < first_ok0 THEN dur - med ELSE 0 END)
+                                 OVER (PARTITION BY source_id, phase) AS excess
+                      FROM (SELECT i.source_id, i.phase, i.start_ns, i.window_end_ns, i.end_ns - i.start_ns AS dur, r.med,
                                    min(i.start_ns) OVER (PARTITION BY i.source_id, i.phase) AS first_ns,
+                                   max(i.window_end_ns) OVER (PARTITION BY i.source_id, i.phase) AS span_end,
                                    min(CASE WHEN i.end_ns - i.start_ns <= getvariable('warmup_step_factor') * r.med
-                                            THEN i.start_ns END) OVER (PARTITION BY i.source_id, i.phase) AS first_ok
+                                            THEN i.start_ns END) OVER (PARTITION BY i.source_id, i.phase) AS first_ok0
                             FROM inst i JOIN rep r ON r.source_id = i.source_id AND r.phase = i.phase))))
     GROUP BY source_id
 ),

@@ -207,7 +207,8 @@ def test_kineto_step_counts(lab):
         raw = load_json(need(LAB / f"{case}.json.gz"))
         steps = [e for e in raw["traceEvents"] if e.get("name") == "step" and e.get("cat") == "user_annotation"]
         st, _ = lab(case, "kineto")
-        assert len(steps) == st.one("select steps from steady_state") == n
+        # runtime_compile: its first step (cuDNN's first plan, ~10 x the others) is warm-up
+        assert len(steps) == st.one("select steps + warmup_steps from steady_state") == n
 
 
 def test_whole_program_capture_has_no_false_sync_stall(tmp_path):

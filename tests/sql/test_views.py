@@ -249,7 +249,7 @@ def test_a_views_parameters_include_those_of_the_views_it_reads():
     """What decides whether kept rows are stale: a view's parameters and its shared views'
     (the library's macros read none, so the views' own texts are the whole list)."""
     assert views.parameters("idle_gaps") == views.parameters("phase_idle") == ("kernel_wait_ns",)
-    assert views.parameters("steady_state") == ("kernel_wait_ns", "min_step_repeats", "warmup_step_factor")
+    assert views.parameters("steady_state") == ("kernel_wait_ns", "min_step_repeats", "warmup_min_pct", "warmup_step_factor")
     assert {"latency_pct", "peak_tflops", "peak_tbps", "bound_low_pct"} <= set(views.parameters("phase_roofline"))
     assert views.parameters("gpu_launches") == ()
     assert not [p for p, text in views.library() if "getvariable" in text.lower()]

@@ -86,6 +86,9 @@ THRESHOLDS: dict[str, Threshold] = {
         "warmup_step_factor", "view parameter of steady_state: the lead repeated phase's (the outermost step's) first "
            "instances whose host time is more than this many times its median are warm-up (start-up), not "
            "steady state"),
+    "warmup_min_pct": _view_param(
+        "warmup_min_pct", "view parameter of steady_state: ... when those warm-up instances' host time over "
+           "the median adds up to at least this % of the phase's span"),
     "tiny_kernel_ns": _view_param(
         "tiny_kernel_ns", "view parameter of launch_summary: kernels shorter than this are tiny"),
     "bound_high_pct": _view_param(
@@ -170,6 +173,16 @@ REMEDIES = {
                        "smaller micro-batches, a paged / preallocated KV cache; keep the caching "
                        "allocator's reserve: no torch.cuda.empty_cache() in the loop, and set "
                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+    # memory_pressure's remedy is made of the parts it found, in this order
+    "memory_pressure:peak": "Lower the peak: free what the step no longer needs before the peak op (the "
+                            "live allocations at the peak name who holds it), activation checkpointing, "
+                            "smaller micro-batches, a paged / preallocated KV cache.",
+    "memory_pressure:fragmentation": "Against fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                                     "and keep shapes steady (bucket them) so that cached blocks are reused.",
+    "memory_pressure:churn": "Keep device memory across steps: no torch.cuda.empty_cache() in the loop, reuse "
+                             "or preallocate buffers whose size changes every step, "
+                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; outside PyTorch allocate "
+                             "once before the loop or use a stream-ordered pool (cudaMallocAsync).",
     "roofline:memory": "The phase streams bytes at close to the DRAM roof: move fewer bytes per token -- "
                        "batch more requests per step (the weights are read once per step whatever the "
                        "batch), quantize weights / KV cache (fp8, int4), fuse element-wise ops into their "
@@ -191,6 +204,11 @@ REMEDIES = {
     "host_bound:named": "Take these host operations off the critical path: run them on another thread or "
                         "process, overlap them with the GPU's work (launch the next step's kernels first), "
                         "make them cheaper, or batch them.",
+    "host_bound:allocator": "The host is mostly in the driver's allocator (cudaMalloc / cudaFree ...): keep "
+                            "device memory across steps -- no torch.cuda.empty_cache() in the loop, reuse or "
+                            "preallocate buffers whose size changes every step, "
+                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; outside PyTorch allocate once "
+                            "before the loop or use a stream-ordered pool (cudaMallocAsync).",
     "input_bound": "Load data off the training thread: DataLoader(num_workers>0, pin_memory=True, "
                    "prefetch_factor, persistent_workers=True), and copy batches with non_blocking=True.",
     "input_bound:named": "The data stage runs on the thread that launches the GPU work: move it to a "
