@@ -119,8 +119,7 @@ api0 AS MATERIALIZED (
 ),
 api_names AS (  -- each distinct API name classified once
     SELECT name,
-           CASE WHEN regexp_matches(name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)')
-                THEN 1 ELSE 0 END AS is_alloc,
+           CASE WHEN tk_is_alloc_call(name) THEN 1 ELSE 0 END AS is_alloc,
            tk_sync_kind(name) IS NULL AND NOT tk_is_graph_launch(name) AS may_plan
     FROM (SELECT DISTINCT name FROM api0)
 ),

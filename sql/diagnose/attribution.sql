@@ -21,6 +21,12 @@ SELECT host_op, count(DISTINCT gap_start_ns) AS gaps, sum(dur_ns)::BIGINT AS ns
 FROM idle_attribution WHERE source_id = $sid AND device_id = $dev AND start_ns >= $w0 AND start_ns < $w1 AND category = $category
 GROUP BY host_op ORDER BY ns DESC, host_op LIMIT 10;
 
+-- alloc_share: the share (0..1) of a category's idle time the host spent in driver allocator
+-- calls (`tk_is_alloc_call`).
+--   $category  the idle category
+SELECT coalesce(sum(dur_ns) FILTER (WHERE tk_is_alloc_call(host_op)) / nullif(sum(dur_ns), 0), 0) AS share
+FROM idle_attribution WHERE source_id = $sid AND device_id = $dev AND start_ns >= $w0 AND start_ns < $w1 AND category = $category;
+
 -- gaps: evidence: a category's ten gaps with the most of its time: gap_start_ns, gap_end_ns,
 -- gap_ns, ns (the category's time in it), host_op (the longest one).
 --   $category  the idle category

@@ -50,6 +50,11 @@
 --   (any suffix: _v10000, _ptsz ...). One call, many kernels -- or, in an nsys
 --   --cuda-graph-trace=graph capture, one whole-graph row.
 --
+-- tk_is_alloc_call(api_name) -> BOOLEAN
+--   the call allocates or frees memory through the driver, device or pinned host memory:
+--   ^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)
+--   (so cudaMallocAsync / cudaFreeAsync too, and cudaMallocHost). NULL -> false.
+--
 -- tk_is_graph_span(graph_id, graph_node_id) -> BOOLEAN
 --   a `kernels` row that is a whole graph, not a kernel: graph_id set and graph_node_id NULL
 --   (nsys --cuda-graph-trace=graph: `[CUDA graph N]`, the graph's span with its internal gaps).
@@ -138,6 +143,9 @@ CREATE OR REPLACE MACRO tk_is_library_range(domain, name) AS
 
 CREATE OR REPLACE MACRO tk_is_graph_launch(api_name) AS
     coalesce(regexp_matches(api_name, '^(cuda|cu|hip)GraphLaunch'), false);
+
+CREATE OR REPLACE MACRO tk_is_alloc_call(api_name) AS
+    coalesce(regexp_matches(api_name, '^(cuda|cu|hip)(Malloc|Free|MemAlloc|MemFree|HostAlloc|HostFree|MemHostAlloc|MemHostFree)'), false);
 
 CREATE OR REPLACE MACRO tk_is_graph_span(graph_id, graph_node_id) AS (graph_id IS NOT NULL AND graph_node_id IS NULL);
 

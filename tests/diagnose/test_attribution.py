@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FIXTURES, REPO, realworld
 
-pytestmark = pytest.mark.slow  # converts the 32 captures of the attribution corpus and every real-world trace: minutes
+pytestmark = pytest.mark.slow  # converts the 54 captures of the attribution corpus and every real-world trace: minutes
 
 sys.path.insert(0, str(REPO / "bench"))
 import attribution as A  # noqa: E402  (bench/attribution.py: the scorer, one definition)

@@ -90,8 +90,9 @@ def _finding(rules, s, cat, time_ns, idle_ns, share, win, where) -> Finding:
                       else "runtime_compile:library" if _LIBRARY.search(names) else "runtime_compile")
     elif cat == "data":
         remedy_key = "input_bound" if _DATALOADER.search(names) else "input_bound:named"
-    elif cat == "cpu_op":
-        remedy_key = "host_bound:named"
+    elif cat == "cpu_op":  # mostly in the driver's allocator: keep memory across steps
+        alloc = q.one(statement("attribution", "alloc_share", **where, category=cat))["share"] if idle_ns else 0
+        remedy_key = "host_bound:allocator" if alloc > 0.5 else "host_bound:named"
     ev = []
     if idle_ns:
         ev = [q.evidence("idle_attribution", ops_q), q.evidence("idle_attribution", gaps_q)]

@@ -69,11 +69,13 @@ RULES: tuple[Rule, ...] = (
          "steady phase", "its code", rules.low_utilization),
     Rule(("launch_bound", "sync_stall", "runtime_compile", "transfer_bound", "input_bound", "host_bound",
           "host_untraced", "rank_wait", "gpu_wait", "unattributed"),
-         ("attribution.breakdown", "attribution.queued", "attribution.host_ops", "attribution.gap_stats", _PHASE),
+         ("attribution.breakdown", "attribution.queued", "attribution.host_ops", "attribution.gap_stats",
+          "attribution.alloc_share", _PHASE),
          ("attribution.host_ops", "attribution.gaps", "attribution.launch_summary", "attribution.sync_stalls",
           "transfer_bound.memop_time_summary", "attribution.time_breakdown"),
          "steady", "the category's code; from the names of the host operations in the gaps: "
-         "runtime_compile:torch_compile / :library, input_bound:named (no DataLoader), host_bound:named",
+         "runtime_compile:torch_compile / :library, input_bound:named (no DataLoader), host_bound:named "
+         "(host_bound:allocator when driver allocator calls hold most of its time)",
          attribution.attribution_findings),
     Rule(("launch_bound", "host_bound"), (), ("scopes.phase_idle",), "phase", "its code", rules.launch_or_host_bound),
     Rule(("sync_stall",), ("sync_stall.host_syncs",), ("sync_stall.host_syncs", "scopes.phase_idle"),

@@ -39,7 +39,7 @@ class Rules:
             source_id=kw.pop("source_id", scope.source_id if scope else None),
             device_id=kw.pop("device_id", scope.device_id if scope else None),
             phase=kw.pop("phase", scope.phase if scope else None),
-            summary=summary, remedy=REMEDIES[remedy_key or code], **kw)
+            summary=summary, remedy=" ".join(REMEDIES[k] for k in _keys(remedy_key or code)), **kw)
 
     def evidence(self, view: str, file: str, name: str, /, **values) -> Evidence:
         """Statement ``name`` of sql/diagnose/<file>.sql, run, as the evidence of view ``view``."""
@@ -254,6 +254,11 @@ def startup(r: Rules, s: Scope) -> Finding | None:
         evidence=[r.evidence("steady_state", "startup", "steady_state", sid=s.source_id, dev=s.device_id)])
 
 
+def _keys(key) -> tuple[str, ...]:
+    """A remedy key, or several (a remedy made of parts, in order)."""
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
 def memory_pressure(r: Rules, s: Scope) -> Finding | None:
     """Device memory: the peak near the GPU's size, memory the allocator holds but does not use,
     and the allocator calling the driver (cudaMalloc / cudaFree) inside the repeated steps.
@@ -261,7 +266,7 @@ def memory_pressure(r: Rules, s: Scope) -> Finding | None:
     parts found."""
     q, th = r.q, r.th
     sid, dev = s.source_id, s.device_id
-    parts, heads, sev, metrics, evidence = [], [], [], {}, []
+    parts, heads, sev, metrics, evidence, fixes = [], [], [], {}, [], []
     share = time_ns = of_ns = None
     gib = 2 ** 30
     torch_alloc = False
@@ -281,6 +286,7 @@ def memory_pressure(r: Rules, s: Scope) -> Finding | None:
                          f"{fmt_pct(dev_pct)} of the GPU's memory ({p['allocator']} allocator)"
                          + (f"; allocated inside the trace and live at the peak: {top}" if top else ""))
             heads.append(f"GPU memory peak at {fmt_pct(dev_pct)} of the device's size")
+            fixes.append("memory_pressure:peak")
             sev.append("high" if dev_pct >= th["mem_peak_high_pct"] else "medium")
         frag = (p["peak_reserved_bytes"] or 0) - (p["peak_allocated_bytes"] or 0)
         if torch_alloc and frag >= th["mem_frag_gib"] * gib \
@@ -289,6 +295,7 @@ def memory_pressure(r: Rules, s: Scope) -> Finding | None:
                          f"({fmt_pct(100 * frag / p['peak_reserved_bytes'])} of its peak reserve: fragmentation "
                          "or a cache kept from earlier shapes)")
             heads.append("the caching allocator reserves much more memory than it uses")
+            fixes.append("memory_pressure:fragmentation")
             sev.append("low")
         evidence.append(r.evidence("memory_peaks", "memory_pressure", "memory_peaks", sid=sid, dev=dev))
     st = s.steady
@@ -313,6 +320,7 @@ def memory_pressure(r: Rules, s: Scope) -> Finding | None:
             heads.append(f"{plural(n, 'driver allocator call')} inside the repeated steps "
                          f"({fmt_pct(churn_share)} of the window)")
             sev.append(_severity(churn_share, th))
+            fixes.append("memory_pressure:churn")
             share, time_ns, of_ns = churn_share, host, s.window_ns
             metrics.update({"steady_allocator_calls": n, "steady_allocator_ns": host})
             evidence.append(q.evidence("api_calls", aq))
@@ -321,7 +329,7 @@ def memory_pressure(r: Rules, s: Scope) -> Finding | None:
     order = {x: i for i, x in enumerate(SEVERITIES)}
     head = "; ".join(heads)
     return r.finding(
-        "memory_pressure", share, time_ns, of_ns, s, "; ".join(parts),
+        "memory_pressure", share, time_ns, of_ns, s, "; ".join(parts), remedy_key=fixes,
         severity=min(sev, key=order.get), source_id=sid, device_id=dev, phase=None,
         metrics=metrics, evidence=evidence, headline=head[:1].upper() + head[1:])
 
