@@ -168,11 +168,6 @@ REMEDIES = {
                      "or less work (an algorithmic change).",
     "latency_bound": "Give the SMs more parallel work: more blocks (split-K, smaller tiles, batch the "
                      "calls), higher occupancy (block size, launch bounds, registers), fewer stalls.",
-    "memory_pressure": "Lower the peak: free what the step no longer needs before the peak op (the "
-                       "live allocations at the peak name who holds it), activation checkpointing, "
-                       "smaller micro-batches, a paged / preallocated KV cache; keep the caching "
-                       "allocator's reserve: no torch.cuda.empty_cache() in the loop, and set "
-                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
     # memory_pressure's remedy is made of the parts it found, in this order
     "memory_pressure:peak": "Lower the peak: free what the step no longer needs before the peak op (the "
                             "live allocations at the peak name who holds it), activation checkpointing, "
@@ -204,11 +199,6 @@ REMEDIES = {
     "host_bound:named": "Take these host operations off the critical path: run them on another thread or "
                         "process, overlap them with the GPU's work (launch the next step's kernels first), "
                         "make them cheaper, or batch them.",
-    "host_bound:allocator": "The host is mostly in the driver's allocator (cudaMalloc / cudaFree ...): keep "
-                            "device memory across steps -- no torch.cuda.empty_cache() in the loop, reuse or "
-                            "preallocate buffers whose size changes every step, "
-                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; outside PyTorch allocate once "
-                            "before the loop or use a stream-ordered pool (cudaMallocAsync).",
     "input_bound": "Load data off the training thread: DataLoader(num_workers>0, pin_memory=True, "
                    "prefetch_factor, persistent_workers=True), and copy batches with non_blocking=True.",
     "input_bound:named": "The data stage runs on the thread that launches the GPU work: move it to a "
@@ -234,6 +224,9 @@ REMEDIES = {
     "no_gpu_data": "Capture GPU activity: torch.profiler with activities=[CPU, CUDA] (under nsys "
                    "torch.profiler cannot get CUPTI: take the GPU side from the nsys capture).",
 }
+# host_bound whose host time is mostly driver allocator calls: the churn remedy of memory_pressure
+REMEDIES["host_bound:allocator"] = ("The host is mostly in the driver's allocator (cudaMalloc / cudaFree ...). "
+                                    + REMEDIES["memory_pressure:churn"])
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -437,5 +430,3 @@ def apply_view_params(store, th: dict[str, float], overrides: dict[str, float] |
     for k, v in (overrides or {}).items():
         if THRESHOLDS[k].view_param:
             store.con.execute(f"SET VARIABLE {k} = ?", [int(v) if float(v).is_integer() else float(v)])
-
-
